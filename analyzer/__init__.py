@@ -1,0 +1,145 @@
+"""llmtriage: name the root cause of a crashed LLM training or inference job from its log.
+
+Public, stable API::
+
+    import llmtriage
+    report = llmtriage.analyze("crash.log")          # or a Path, bytes, log text, a binary file object
+    report.findings[0].category, report.findings[0].message, report.to_dict()
+
+`triage` is the same function. Nothing here imports torch or transformers.
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable, Optional, Union
+
+from .errors import InputError, LlmtriageError, RuleLoadError
+from .findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
+
+__version__ = "0.1.0"
+__all__ = ["analyze", "triage", "scan_source", "get_engine", "load_rules", "Report", "Finding", "ExceptionInfo", "Frame", "Engine",
+           "LlmtriageError", "InputError", "RuleLoadError", "reports_to_dict", "__version__"]
+
+Source = Union[str, bytes, os.PathLike, BinaryIO]
+_ENGINES: dict[tuple, Any] = {}
+_SNIFF = 8192
+
+
+def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache: bool = True):
+    """The built-in rules plus `extra_dirs`, validated (raises RuleLoadError listing every problem)."""
+    from .loader import load_ruleset
+
+    return load_ruleset(tuple(extra_dirs), use_cache=use_cache)
+
+
+def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "auto",
+               disabled: Iterable[str] = ()) -> "Engine":
+    from .matcher import Engine
+
+    if rules is None or isinstance(rules, (list, tuple)):
+        extra = tuple(str(d) for d in (rules or ()))
+        key: tuple = ("dirs", extra, lang, mode, tuple(sorted(disabled)))
+        eng = _ENGINES.get(key)
+        if eng is None:
+            eng = _ENGINES[key] = Engine(load_rules(extra), lang=lang, mode=mode, disabled=frozenset(disabled))
+        return eng
+    return Engine(rules, lang=lang, mode=mode, disabled=frozenset(disabled))
+
+
+class _Prepend(io.RawIOBase):
+    """A binary stream that replays `head` before reading the rest of `fh`."""
+
+    def __init__(self, head: bytes, fh: BinaryIO):
+        self._head = head
+        self._fh = fh
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            if n < 0 or n >= len(self._head):
+                out, self._head = self._head, b""
+                if n < 0:
+                    return out + self._fh.read()
+                return out
+            out, self._head = self._head[:n], self._head[n:]
+            return out
+        return self._fh.read(n)
+
+
+def looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    ctrl = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 27))
+    if ctrl > len(head) * 0.05:
+        return True
+    try:
+        head.decode("utf-8")
+        return False
+    except UnicodeDecodeError as exc:
+        if exc.start > len(head) - 4:
+            return False
+    try:
+        head.decode("gb18030")
+        return False
+    except UnicodeDecodeError:
+        pass
+    bad = head.decode("utf-8", errors="replace").count("\ufffd")
+    return bad > len(head) * 0.1
+
+
+def checked_stream(fh: BinaryIO, name: str) -> BinaryIO:
+    """Wrap `fh` after checking its first bytes: raises InputError on empty or binary input."""
+    head = fh.read(_SNIFF)
+    if not head:
+        raise InputError(f"{name}: empty input (no log lines to triage)")
+    if looks_binary(head):
+        raise InputError(f"{name}: looks like a binary file, not a text log (NUL or control bytes at the start)")
+    return _Prepend(head, fh)  # type: ignore[return-value]
+
+
+def analyze(source: Source, *, rules: Any = None, lang: Optional[str] = None, name: Optional[str] = None,
+            mode: str = "auto", disabled: Iterable[str] = ()) -> Report:
+    """Triage one log. `source`: a path (str without newline that exists, or PathLike), log text (str),
+    bytes, or a binary file object. `rules`: a RuleSet, or a list of extra rule folders.
+    Raises InputError for an unreadable, empty or binary input and RuleLoadError for bad rules."""
+    engine = get_engine(rules, lang=lang, mode=mode, disabled=disabled)
+    return scan_source(engine, source, name=name)
+
+
+def scan_source(engine: Any, source: Source, *, name: Optional[str] = None) -> Report:
+    """Run a compiled engine over one source (see `analyze` for the accepted kinds)."""
+    if isinstance(source, (bytes, bytearray)):
+        return engine.scan(checked_stream(io.BytesIO(bytes(source)), name or "-"), name or "-")
+    if isinstance(source, str) and ("\n" in source or not source or not os.path.isfile(source)):
+        if source and "\n" not in source and (os.sep in source or source.endswith((".log", ".txt", ".out", ".err"))):
+            raise InputError(f"{source}: no such file")
+        return engine.scan(checked_stream(io.BytesIO(source.encode("utf-8")), name or "-"), name or "-")
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        label = name or str(source)
+        try:
+            fh = open(path, "rb")
+        except IsADirectoryError:
+            raise InputError(f"{label}: is a directory, not a log file") from None
+        except OSError as exc:
+            raise InputError(f"{label}: cannot open: {exc.strerror}") from None
+        with fh:
+            return engine.scan(checked_stream(fh, label), label)
+    return engine.scan(checked_stream(source, name or "-"), name or "-")
+
+
+triage = analyze
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Engine":
+        from .matcher import Engine
+
+        return Engine
+    raise AttributeError(name)

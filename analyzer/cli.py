@@ -1,0 +1,329 @@
+"""Command line interface (click). The only place that imports click; subcommands of other areas
+live in `cli_<area>.py` modules and are imported only when invoked, so `llmtriage crash.log`
+starts fast (no pydantic, no yaml with a warm rule cache, never torch)."""
+from __future__ import annotations
+
+import os
+import sys
+from importlib import import_module
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from . import __version__
+from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, LlmtriageError
+
+# command name -> "module:attribute" (imported on first use)
+LAZY_COMMANDS: dict[str, str] = {
+    "triage": "llmtriage.cli:triage",
+    "rules": "llmtriage.cli:rules",
+    "kb": "llmtriage.cli_kb:kb",
+    "explain": "llmtriage.cli_kb:explain",
+    "verify": "llmtriage.cli_verify:verify",
+    "run": "llmtriage.cli_workflows:run",
+    "watch": "llmtriage.cli_workflows:watch",
+    "env": "llmtriage.cli_workflows:env",
+    "baseline": "llmtriage.cli_workflows:baseline",
+    "job": "llmtriage.cli_job:job",
+    "diff": "llmtriage.cli_job:diff",
+}
+SEVERITIES = ("info", "warning", "error")
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, t in LAZY_COMMANDS.items() if find_spec(t.split(":")[0]) is not None)
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        target = LAZY_COMMANDS.get(name)
+        if target is None:
+            return None
+        mod, attr = target.split(":")
+        try:
+            return getattr(import_module(mod), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name == mod:
+                return None
+            raise
+
+
+def detect_lang(explicit: Optional[str]) -> Optional[str]:
+    if explicit:
+        return None if explicit == "en" else explicit
+    for var in ("LLMTRIAGE_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        val = os.environ.get(var)
+        if val:
+            return "zh" if val.lower().startswith("zh") else None
+    return None
+
+
+def use_color(no_color: bool, stream: Any = None) -> bool:
+    if no_color or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="llmtriage")
+def cli() -> None:
+    """Name the root cause of a crashed LLM training/inference job from its log.
+
+    \b
+    llmtriage crash.log            triage a log (same as `llmtriage triage crash.log`)
+    ... 2>&1 | llmtriage           triage standard input
+    llmtriage kb search "显存溢出"   search the knowledge base
+    """
+
+
+def _settings() -> dict[str, Any]:
+    """Project configuration ([tool.llmtriage] / .llmtriage.yaml), when the config module exists."""
+    try:
+        from .config import load_settings
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.endswith("config"):
+            return {}
+        raise
+    return load_settings(os.getcwd())
+
+
+@cli.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(["human", "json", "sarif", "github"]), default="human",
+              show_default=True, help="Output format.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra rule folder (repeatable).")
+@click.option("--min-severity", type=click.Choice(SEVERITIES), default=None, help="Hide findings below this.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of explanations.")
+@click.option("--top", type=int, default=None, help="Show at most N findings per log (human format).")
+@click.option("--no-color", is_flag=True, help="Disable colour (also NO_COLOR=1).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when an error is found.")
+@click.option("--disable", multiple=True, help="Rule id to turn off (repeatable).")
+@click.option("-v", "--verbose", is_flag=True, help="Show fix snippets and tracebacks of internal errors.")
+def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_severity: Optional[str],
+           lang: Optional[str], top: Optional[int], no_color: bool, exit_zero: bool, disable: tuple[str, ...],
+           verbose: bool) -> None:
+    """Triage crashed-job logs (FILES, or standard input with `-` or a pipe)."""
+    from . import get_engine, scan_source
+    from .render import get_renderer
+
+    settings = _settings()
+    rules_dirs = tuple(settings.get("rules", ())) + rules_dirs
+    disable = tuple(settings.get("disable", ())) + disable
+    min_severity = min_severity or settings.get("min_severity")
+    lang = detect_lang(lang or settings.get("lang"))
+    if not files:
+        if sys.stdin.isatty():
+            raise click.UsageError("no log given: pass FILES, `-`, or pipe a log into llmtriage")
+        files = ("-",)
+    engine = get_engine(list(rules_dirs), lang=lang, disabled=disable)
+    reports = []
+    for f in files:
+        source: Any = _stdin_checked() if f == "-" else Path(f)
+        reports.append(scan_source(engine, source, name=f if f == "-" else None))
+    baseline = settings.get("baseline_filter")
+    if baseline is not None:
+        reports = [baseline(r) for r in reports]
+    if min_severity:
+        floor = SEVERITIES.index(min_severity)
+        for r in reports:
+            r.findings = [x for x in r.findings if SEVERITIES.index(x.severity) >= floor]
+    render = get_renderer(fmt)
+    out = click.get_text_stream("stdout")
+    render(reports, out, color=use_color(no_color, out), lang=lang, verbose=verbose, top=top)
+    out.flush()
+    failed = any(x.severity == "error" for r in reports for x in r.findings)
+    sys.exit(EXIT_OK if exit_zero or not failed else EXIT_FINDINGS)
+
+
+def _stdin_checked() -> Any:
+    return sys.stdin.buffer
+
+
+# ------------------------------------------------------------------------------ rules
+
+@cli.group()
+def rules() -> None:
+    """List, show, validate and test rules."""
+
+
+@rules.command("list")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False))
+@click.option("--category", default=None)
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human")
+def rules_list(rules_dirs: tuple[str, ...], category: Optional[str], fmt: str) -> None:
+    """List rules: id, category, severity, role, title."""
+    from . import load_rules
+
+    rs = load_rules(rules_dirs)
+    rows = [r for r in rs.rules if category in (None, r["category"])]
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps([{k: r[k] for k in ("id", "category", "severity", "role", "title")} for r in rows],
+                              ensure_ascii=False, indent=2))
+        return
+    w = max((len(r["id"]) for r in rows), default=10)
+    for r in rows:
+        click.echo(f"{r['id']:<{w}}  {r['category']:<24} {r['severity']:<7} {r['role']:<7} {r['title']}")
+    click.echo(f"{len(rows)} rules", err=True)
+
+
+@rules.command("show")
+@click.argument("rule_id")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False))
+def rules_show(rule_id: str, rules_dirs: tuple[str, ...]) -> None:
+    """Print a rule's YAML source."""
+    from . import load_rules
+
+    rs = load_rules(rules_dirs)
+    rule = rs.by_id.get(rule_id) or next((r for r in rs.rules if rule_id in r["aliases"]), None)
+    if rule is None:
+        raise LlmtriageError(f"no rule with id '{rule_id}' (see `llmtriage rules list`)")
+    with open(rule["file"], encoding="utf-8") as fh:
+        click.echo(fh.read().rstrip())
+
+
+def _paths_to_dirs(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    dirs, files = [], []
+    for p in paths:
+        (dirs if os.path.isdir(p) else files).append(p)
+    return dirs, files
+
+
+@rules.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+def rules_validate(paths: tuple[str, ...]) -> None:
+    """Validate rule files (the built-in rules, plus PATHs: folders or single files)."""
+    from .loader import RuleLoadError, builtin_rules_dir, load_taxonomy, validate_dirs, validate_rule_file
+    from pathlib import Path
+
+    dirs, files = _paths_to_dirs(paths)
+    builtin = builtin_rules_dir()
+    problems: list[str] = []
+    n = 0
+    try:
+        rs = validate_dirs([builtin] + [Path(d) for d in dirs if Path(d).resolve() != builtin.resolve()])
+        n = len(rs.rules)
+    except RuleLoadError as exc:
+        problems += exc.problems
+    tax = load_taxonomy(builtin / "taxonomy.yaml")
+    for f in files:
+        p = Path(f)
+        _, probs = validate_rule_file(p, p.parent.parent, tax)
+        problems += probs
+        n += 1
+    if problems:
+        raise RuleLoadError(problems)
+    click.echo(f"{n} rules valid")
+
+
+@rules.command("test")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False))
+def rules_test(paths: tuple[str, ...], rules_dirs: tuple[str, ...]) -> None:
+    """Run every rule's examples through the full engine (all rules loaded)."""
+    from . import load_rules
+    from .testing import check_rules
+
+    dirs, files = _paths_to_dirs(paths)
+    rs = load_rules(tuple(rules_dirs) + tuple(d for d in dirs if not _is_builtin_subdir(d)), use_cache=False)
+    selected = _select(rs, paths)
+    failures, total = check_rules(rs, selected)
+    for f in failures:
+        click.echo(f"✖ {f}")
+    click.echo(f"{total - len(failures)} passed, {len(failures)} failed")
+    sys.exit(EXIT_FINDINGS if failures else EXIT_OK)
+
+
+def _is_builtin_subdir(d: str) -> bool:
+    from .loader import builtin_rules_dir
+
+    try:
+        os.path.relpath(os.path.realpath(d), os.path.realpath(builtin_rules_dir()))
+        return os.path.realpath(d).startswith(os.path.realpath(builtin_rules_dir()))
+    except ValueError:
+        return False
+
+
+def _select(rs: Any, paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    if not paths:
+        return list(rs.rules)
+    real = [os.path.realpath(p) for p in paths]
+    return [r for r in rs.rules if any(os.path.realpath(r["file"]) == p or
+                                       os.path.realpath(r["file"]).startswith(p.rstrip("/") + "/") for p in real)]
+
+
+@rules.command("schema")
+@click.option("--check", is_flag=True, help="Exit 1 if rules/schema.json is stale.")
+@click.option("--write", is_flag=True, help="Rewrite rules/schema.json.")
+def rules_schema(check: bool, write: bool) -> None:
+    """Print the JSON Schema of a rule file."""
+    from .loader import builtin_rules_dir
+    from .testing import schema_text
+
+    text = schema_text()
+    path = builtin_rules_dir() / "schema.json"
+    if check:
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current != text:
+            click.echo(f"{path} is stale: run `llmtriage rules schema --write`", err=True)
+            sys.exit(EXIT_FINDINGS)
+        click.echo(f"{path} is up to date")
+        return
+    if write:
+        path.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {path}")
+        return
+    click.echo(text, nl=False)
+
+
+# ------------------------------------------------------------------------------ entry point
+
+def _default_to_triage(argv: list[str]) -> list[str]:
+    if not argv:
+        return ["triage"]
+    first = argv[0]
+    if first in LAZY_COMMANDS or first in ("-h", "--help", "-V", "--version"):
+        return argv
+    return ["triage"] + argv
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    args = _default_to_triage(list(sys.argv[1:] if argv is None else argv))
+    verbose = "-v" in args or "--verbose" in args
+    try:
+        cli.main(args=args, prog_name="llmtriage", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE
+    except click.exceptions.Abort:
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except LlmtriageError as exc:
+        msg = str(exc)
+        click.echo(msg if "\n" in msg and msg.count(":") > 2 else f"error: {msg}", err=True)
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:  # a bug: one line, the traceback only with -v
+        if verbose:
+            raise
+        click.echo(f"error: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", err=True)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""The detection engine (layer 2): one multi-pattern pass over binary blocks, then confirmation.
+
+1. Blocks of ~64 KiB (cut at a newline; forced cut at 1 MiB) are scanned once with an RE2 `Set`
+   holding every rule pattern, so the cost barely grows with the number of rules. Without
+   google-re2 the same blocks go through a keyword gate and stdlib `re` on bytes (slower, same
+   results; `mode="reference"` skips the keyword gate and is the oracle for equivalence tests).
+2. For the patterns a block flags, hit positions are found with that one pattern; each hit
+   segment (a line, or one `\\r` redraw of a progress bar) is attributed to its original line.
+3. Per rule only counters, the first hit and the last line are kept (bounded memory); the first
+   hit is confirmed with `regex` on at most 16 KiB, with a timeout, to take the captures.
+4. Findings are ranked: causes before symptoms, errors before warnings, priority, earliest line.
+   If no error rule fired but the log holds an exception, an `unknown` finding names it.
+"""
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, Optional
+
+from .findings import ExceptionInfo, Finding, Report
+from .logparse import (BENIGN_EXC, EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
+                       normalise_text, split_prefix)
+
+try:  # pragma: no cover - exercised when google-re2 is installed
+    import re2 as _re2
+except ImportError:  # pragma: no cover
+    _re2 = None
+
+RE2_MAX_MEM = 256 << 20
+REGEX_TIMEOUT_S = 0.5
+MAX_RANKS = 4096
+RANK_SAMPLES = 2000          # hits per rule whose prefix is parsed for the rank
+_BARE_EXC = r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception): "
+_BARE_EXC_TAIL = 60          # a bare "XError: ..." counts as the crash only near the end of the log
+_TB_MARK = b"Traceback (most recent call last)"
+_SEGMENT = re.compile(r"\[([^\[\]]*)\]")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def render_template(template: str, captures: dict[str, str]) -> str:
+    def seg(m: re.Match[str]) -> str:
+        names = _PLACEHOLDER.findall(m.group(1))
+        if all(captures.get(n) for n in names):
+            return _PLACEHOLDER.sub(lambda p: captures[p.group(1)], m.group(1))
+        return ""
+
+    out = _SEGMENT.sub(seg, template)
+    return _PLACEHOLDER.sub(lambda p: captures.get(p.group(1)) or "?", out).strip()
+
+
+@dataclass
+class _RuleState:
+    count: int = 0
+    first_line: int = 0
+    last_line: int = 0
+    first_seg: bytes = b""
+    ranks: set[int] = field(default_factory=set)
+    sampled: int = 0
+
+
+class Engine:
+    """Compiled form of a RuleSet. Reusable across inputs; not thread-safe."""
+
+    def __init__(self, ruleset: Any, *, lang: Optional[str] = None, mode: str = "auto",
+                 severities: Optional[set[str]] = None, disabled: frozenset[str] = frozenset()):
+        self.ruleset = ruleset
+        self.lang = lang
+        self.rules = [r for r in ruleset.rules if r["id"] not in disabled and r.get("status") != "deprecated"]
+        if mode == "auto":
+            mode = "re2" if _re2 is not None else "python"
+        if mode == "re2" and _re2 is None:
+            raise RuntimeError("google-re2 is not installed")
+        self.mode = mode
+        self.patterns: list[str] = []
+        index: dict[str, int] = {}
+        self.any_users: list[list[int]] = []       # pattern -> rule indices using it in match.any
+        self.doc_users: list[bool] = []            # pattern used by requires/unless
+        self.rule_any: list[list[int]] = []
+
+        def add(p: str) -> int:
+            if p not in index:
+                index[p] = len(self.patterns)
+                self.patterns.append(p)
+                self.any_users.append([])
+                self.doc_users.append(False)
+            return index[p]
+
+        self.rule_req: list[list[int]] = []
+        self.rule_unless: list[list[int]] = []
+        for ri, r in enumerate(self.rules):
+            ids = [add(p["regex"]) for p in r["match"]["any"]]
+            for pi in ids:
+                self.any_users[pi].append(ri)
+            self.rule_any.append(ids)
+            req = [add(p["regex"]) for p in r["match"]["requires"]]
+            unl = [add(p["regex"]) for p in r["match"]["unless"]]
+            for pi in req + unl:
+                self.doc_users[pi] = True
+            self.rule_req.append(req)
+            self.rule_unless.append(unl)
+        self.bare_idx = add(_BARE_EXC)
+        self._bytes_re: dict[int, Any] = {}
+        self._not_re: dict[int, list[Any]] = {}
+        self._py_re: dict[tuple[int, int], Any] = {}
+        self.keywords = [[k.lower().encode() for k in r["keywords"]] for r in self.rules]
+        self.set = None
+        if self.mode == "re2":
+            opts = _re2.Options()
+            opts.max_mem = RE2_MAX_MEM
+            opts.log_errors = False
+            s = _re2.Set.SearchSet(opts)
+            for p in self.patterns:
+                s.Add("(?m)" + p)
+            s.Compile()
+            self.set = s
+
+    # ---------------------------------------------------------------- compiled helpers
+    def _bytes_pattern(self, pi: int) -> Any:
+        c = self._bytes_re.get(pi)
+        if c is None:
+            src = ("(?m)" + self.patterns[pi]).encode()
+            if self.mode == "re2":
+                opts = _re2.Options()
+                opts.max_mem = RE2_MAX_MEM
+                opts.log_errors = False
+                c = _re2.compile(src, opts)
+            else:
+                c = re.compile(src)
+            self._bytes_re[pi] = c
+        return c
+
+    def _not_patterns(self, ri: int) -> list[Any]:
+        c = self._not_re.get(ri)
+        if c is None:
+            c = [re.compile(p["regex"].encode()) for p in self.rules[ri]["match"]["not"]]
+            self._not_re[ri] = c
+        return c
+
+    def _flagged(self, view: bytes) -> list[int]:
+        if self.set is not None:
+            return self.set.Match(view)
+        if self.mode == "reference":
+            return [pi for pi in range(len(self.patterns)) if self._bytes_pattern(pi).search(view)]
+        low = view.lower()
+        cand: set[int] = {self.bare_idx}
+        for ri, kws in enumerate(self.keywords):
+            if any(k in low for k in kws):
+                cand.update(self.rule_any[ri])
+        cand.update(pi for pi, used in enumerate(self.doc_users) if used)
+        return [pi for pi in cand if self._bytes_pattern(pi).search(view)]
+
+    # ---------------------------------------------------------------- scanning
+    def scan(self, fh: BinaryIO, source: str = "-", *, on_line_count: Optional[Callable[[int], None]] = None
+             ) -> Report:
+        states: dict[int, _RuleState] = {}
+        doc_hits: set[int] = set()
+        tbp = TracebackParser()
+        bare: Optional[tuple[int, bytes]] = None
+        line_base = 1
+        nbytes = 0
+        forced_cuts = 0
+        encodings: set[str] = set()
+        non_utf8 = False
+        for chunk, forced in iter_blocks(fh):
+            nbytes += len(chunk)
+            forced_cuts += forced
+            lines, view = match_view(chunk)
+            if not non_utf8:
+                try:
+                    chunk.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    if not (forced and exc.start > len(chunk) - 4):
+                        non_utf8 = True
+                        encodings.add(decode_line(chunk[max(0, exc.start - 64):exc.start + 64])[1])
+            flagged = self._flagged(view)
+            if flagged:
+                bare = self._handle(flagged, lines, view, line_base, states, doc_hits, bare)
+            tbpos = view.find(_TB_MARK)
+            if tbpos >= 0 or tbp.active:
+                start = 0 if tbp.active else view.rfind(b"\n", 0, tbpos) + 1
+                ln = line_base + lines.count(b"\n", 0, start)
+                for raw in lines[start:].split(b"\n"):
+                    text, enc = decode_line(raw)
+                    encodings.add(enc)
+                    tbp.feed(ln, normalise_text(text))
+                    ln += 1
+            line_base += lines.count(b"\n")
+            if on_line_count is not None:
+                on_line_count(line_base)
+        total_lines = line_base - 1 if nbytes and lines.endswith(b"\n") else line_base
+        report = Report(source=source, lines=total_lines if nbytes else 0, bytes=nbytes, long_lines=forced_cuts)
+        findings = self._findings(states, doc_hits, encodings)
+        exc = tbp.headline()
+        if exc is None and bare is not None and total_lines - bare[0] <= _BARE_EXC_TAIL:
+            text, _ = decode_line(bare[1])
+            pre = split_prefix(normalise_text(text))
+            m = re.search(r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): ?(.*)", pre.text)
+            if m:
+                exc = ExceptionInfo(type=m.group(1), message=m.group(2)[:2000], line=bare[0], rank=pre.rank)
+        by_line = {e.line: e for e in tbp.exceptions}
+        for f in findings:
+            e = by_line.get(f.line)
+            if e is not None and e.user_frame is not None:
+                f.location = e.user_frame
+        errs = sorted((f for f in findings if f.severity == "error"), key=Finding.sort_key)
+        if errs and errs[0].line in by_line:
+            exc = by_line[errs[0].line]   # the exception behind the root cause, not the launcher's
+        report.exception = exc
+        if exc is not None and not any(f.severity == "error" for f in findings):
+            findings.append(self._unknown(exc))
+        findings.sort(key=Finding.sort_key)
+        report.findings = findings
+        report.encoding = "gb18030" if "gb18030" in encodings else "utf-8"
+        return report
+
+    def _handle(self, flagged: list[int], lines: bytes, view: bytes, line_base: int,
+                states: dict[int, _RuleState], doc_hits: set[int], bare: Optional[tuple[int, bytes]]
+                ) -> Optional[tuple[int, bytes]]:
+        events: list[tuple[int, int]] = []
+        for pi in flagged:
+            if self.doc_users[pi]:
+                doc_hits.add(pi)
+            if not self.any_users[pi] and pi != self.bare_idx:
+                continue
+            pat = self._bytes_pattern(pi)
+            last_seg = -1
+            for m in pat.finditer(view):
+                pos = m.start()
+                seg = view.rfind(b"\n", 0, pos) + 1
+                if seg != last_seg:
+                    events.append((seg, pi))
+                    last_seg = seg
+        events.sort()
+        counted_to = 0
+        newlines = 0
+        done: set[tuple[int, int]] = set()
+        for seg, pi in events:
+            newlines += lines.count(b"\n", counted_to, seg)
+            counted_to = seg
+            line_no = line_base + newlines
+            end = view.find(b"\n", seg)
+            if end < 0:
+                end = len(view)
+            if pi == self.bare_idx:
+                if bare is None or bare[0] != line_no:
+                    bare = (line_no, view[seg:min(end, seg + EVIDENCE_CAP)])
+                continue
+            segment = None
+            for ri in self.any_users[pi]:
+                if (ri, seg) in done:
+                    continue
+                done.add((ri, seg))
+                if segment is None:
+                    segment = view[seg:min(end, seg + EVIDENCE_CAP)]
+                if self.rules[ri]["match"]["not"] and any(n.search(segment) for n in self._not_patterns(ri)):
+                    continue
+                st = states.get(ri)
+                if st is None:
+                    st = states[ri] = _RuleState(first_line=line_no, first_seg=segment)
+                if st.count and line_no == st.last_line:
+                    continue
+                st.count += 1
+                st.last_line = line_no
+                if st.sampled < RANK_SAMPLES and len(st.ranks) < MAX_RANKS:
+                    st.sampled += 1
+                    ls = lines.rfind(b"\n", 0, seg) + 1
+                    head = lines[ls:ls + 64]
+                    if head[:1] in (b"[", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9") or b": " in head:
+                        pre = split_prefix(decode_line(head)[0])
+                        if pre.rank is not None:
+                            st.ranks.add(pre.rank)
+        return bare
+
+    # ---------------------------------------------------------------- findings
+    def _py_regex(self, ri: int, ai: int) -> Any:
+        import regex
+
+        key = (ri, ai)
+        c = self._py_re.get(key)
+        if c is None:
+            c = regex.compile(self.rules[ri]["match"]["any"][ai]["regex"])
+            self._py_re[key] = c
+        return c
+
+    def _captures(self, ri: int, text: str) -> dict[str, str]:
+        for ai in range(len(self.rules[ri]["match"]["any"])):
+            try:
+                m = self._py_regex(ri, ai).search(text, timeout=REGEX_TIMEOUT_S)
+            except TimeoutError:
+                continue
+            if m:
+                return {k: v for k, v in m.groupdict().items() if v is not None}
+        return {}
+
+    def _findings(self, states: dict[int, _RuleState], doc_hits: set[int], encodings: set[str]) -> list[Finding]:
+        out = []
+        for ri, st in states.items():
+            if any(pi not in doc_hits for pi in self.rule_req[ri]):
+                continue
+            if any(pi in doc_hits for pi in self.rule_unless[ri]):
+                continue
+            rule = self.rules[ri]
+            raw_text, enc = decode_line(st.first_seg)
+            encodings.add(enc)
+            pre = split_prefix(normalise_text(raw_text))
+            caps = self._captures(ri, pre.text)
+            text = self.ruleset.text(rule, self.lang)
+            rank = pre.rank
+            if rank is None and caps.get("rank", "").isdigit():
+                rank = int(caps["rank"])
+            out.append(Finding(
+                rule_id=rule["id"], category=rule["category"], severity=rule["severity"], title=text["title"],
+                message=render_template(text["message"], caps), line=st.first_line, evidence=pre.text.strip()[:2000],
+                rank=rank, count=st.count, captures=caps, cause=text["explain"]["why"],
+                explanation=text["explain"]["what"], fixes=[_fix(f) for f in text["fixes"]], role=rule["role"],
+                confidence=rule["confidence"], priority=rule["priority"], last_line=st.last_line,
+                ranks=sorted(st.ranks), references=list(rule["references"]),
+            ))
+        return out
+
+    def _unknown(self, exc: ExceptionInfo) -> Finding:
+        benign = exc.type.rsplit(".", 1)[-1] in BENIGN_EXC
+        where = ""
+        if exc.user_frame is not None:
+            where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
+        zh = self.lang == "zh"
+        title = (("未识别的错误：" if zh else "Unrecognised error: ") + exc.type)[:90]
+        return Finding(
+            rule_id="unknown", category="unknown", severity="warning" if benign else "error",
+            title=title, message=exc.headline[:500] + where, line=exc.line, evidence=exc.headline[:2000],
+            rank=exc.rank, captures={"type": exc.type}, role="cause", confidence="low", priority=0,
+            cause=("没有已知规则匹配这条异常；以上是日志中的最后一个异常。" if zh else
+                   "No known signature matched; this is the headline exception of the log."),
+            location=exc.user_frame,
+            fixes=[_fix({"title": "Read the exception at its user-code frame" if not zh else "从用户代码的栈帧开始排查",
+                         "detail": ("The innermost frame outside site-packages is where your code called into the "
+                                    "library; check the arguments and state there." if not zh else
+                                    "site-packages 之外最内层的栈帧是你的代码调用库的位置，先检查那里的参数和状态。")}),
+                   _fix({"title": "Search the knowledge base" if not zh else "搜索知识库",
+                         "detail": f"llmtriage kb search \"{exc.type}\""})],
+        )
+
+
+def _fix(f: dict[str, Any]) -> dict[str, Any]:
+    out = {"title": f["title"], "detail": f["detail"]}
+    for k in ("snippet", "when", "verified_by"):
+        if f.get(k):
+            out[k] = f[k]
+    return out
+
+
+def scan_bytes(engine: Engine, data: bytes, source: str = "-") -> Report:
+    return engine.scan(io.BytesIO(data), source)

@@ -1,0 +1,1 @@
+"""Rule data (YAML) shipped with llmtriage; read through importlib.resources."""

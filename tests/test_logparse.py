@@ -1,0 +1,105 @@
+import io
+
+from llmtriage.logparse import (MAX_LINE, TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
+                                split_prefix)
+
+
+def test_prefixes_are_recognised():
+    assert split_prefix("[rank3]: RuntimeError: x").rank == 3
+    assert split_prefix("[default1]:Traceback (most recent call last):").rank == 1
+    p = split_prefix("node-12: [rank5]: boom")
+    assert (p.host, p.rank, p.text) == ("node-12", 5, "boom")
+    assert split_prefix("7: ValueError: bad").rank == 7
+    p = split_prefix("2024-05-01 12:00:01,123 - INFO - hello")
+    assert p.text.startswith("- INFO") or p.text.startswith("INFO") or "hello" in p.text
+    assert split_prefix("[2024-05-01 12:00:01,123] [INFO] [engine.py:12] x").text.startswith("[INFO]")
+    assert split_prefix("RuntimeError: CUDA error").text == "RuntimeError: CUDA error"
+    assert split_prefix("RuntimeError: CUDA error").rank is None
+
+
+def test_normalise_ansi_and_progress_bars():
+    assert normalise_text("\x1b[31mRuntimeError\x1b[0m: boom") == "RuntimeError: boom"
+    assert normalise_text(" 10%|#   | 1/10\r 50%|#####| 5/10\r100%|#####| 10/10") == "100%|#####| 10/10"
+
+
+def test_match_view_keeps_offsets_and_newlines():
+    chunk = b"a\r b\x1b[1mX\x1b[0m\nc\n"
+    lines, view = match_view(chunk)
+    assert lines.count(b"\n") == chunk.count(b"\n")
+    assert len(lines) == len(view)
+    assert b"\r" not in view and b"\x1b" not in view
+
+
+def test_decode_never_fails_and_detects_gbk():
+    assert decode_line("显存溢出".encode("gbk")) == ("显存溢出", "gb18030")
+    assert decode_line("显存".encode())[1] == "utf-8"
+    text, enc = decode_line(b"\xff\xfe\xfa bad")
+    assert enc in ("gb18030", "utf-8-replace") and isinstance(text, str)
+
+
+def test_blocks_cut_at_newline_and_cap_long_lines():
+    data = b"x" * (3 * MAX_LINE + 5) + b"\nend\n"
+    chunks = list(iter_blocks(io.BytesIO(data)))
+    assert b"".join(c for c, _ in chunks) == data
+    assert max(len(c) for c, _ in chunks) <= MAX_LINE + 64 * 1024
+    assert sum(f for _, f in chunks) >= 2
+
+
+def _feed(text):
+    p = TracebackParser()
+    for i, line in enumerate(text.splitlines(), 1):
+        p.feed(i, line)
+    return p
+
+
+def test_chained_traceback_gives_final_exception_and_user_frame():
+    log = """Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/safetensors/torch.py", line 311, in load_file
+    with safe_open(filename, framework="pt") as f:
+safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/home/me/train.py", line 40, in <module>
+    model = load(path)
+  File "/opt/conda/lib/python3.11/site-packages/transformers/modeling_utils.py", line 500, in load
+    raise OSError("Unable to load weights")
+OSError: Unable to load weights from pytorch checkpoint file
+"""
+    p = _feed(log)
+    exc = p.headline()
+    assert exc.type == "OSError" and exc.line == 13
+    assert exc.chain and "HeaderTooLarge" in exc.chain[0]
+    assert exc.user_frame.file == "/home/me/train.py" and exc.user_frame.line == 40
+    assert len(p.exceptions) == 1
+
+
+def test_interleaved_rank_tracebacks_and_cpp_frames():
+    log = """[rank0]: Traceback (most recent call last):
+[rank1]: Traceback (most recent call last):
+[rank0]:   File "/w/train.py", line 10, in <module>
+[rank1]:   File "/w/train.py", line 11, in <module>
+[rank0]:     main()
+[rank1]:     step()
+[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered
+[rank1]: Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):
+[rank1]: frame #0: c10::Error::Error(...) + 0x96 (0x7f in /x/libc10.so)
+[rank0]: ValueError: bad value
+"""
+    p = _feed(log)
+    by_rank = {e.rank: e for e in p.exceptions}
+    assert by_rank[1].type == "RuntimeError" and by_rank[1].user_frame.line == 11
+    assert len(by_rank[1].cpp_frames) == 2
+    assert by_rank[0].type == "ValueError" and by_rank[0].line == 10
+
+
+def test_keyboard_interrupt_is_not_headline_when_real_error_exists():
+    log = """Traceback (most recent call last):
+  File "a.py", line 1, in <module>
+ValueError: real
+Traceback (most recent call last):
+  File "a.py", line 2, in <module>
+KeyboardInterrupt
+"""
+    assert _feed(log).headline().type == "ValueError"

@@ -1,0 +1,112 @@
+"""Engine behaviour on small, hand-made rule sets (independent of the shipped rules)."""
+from pathlib import Path
+
+import pytest
+
+from llmtriage import scan_source
+from llmtriage.loader import validate_dirs, builtin_rules_dir
+from llmtriage.matcher import Engine, render_template
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def small():
+    # the built-in cuda-oom rule plus test rules exercising requires/unless/symptom ranking
+    rs = validate_dirs([DATA / "user_rules"])
+    return rs
+
+
+def scan(rs, text, mode="auto"):
+    return scan_source(Engine(rs, mode=mode), text.encode() if isinstance(text, str) else text)
+
+
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total capacity of "
+       "79.15 GiB of which 1.06 GiB is free.")
+TIMEOUT = ("[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1) ran for 1800000 milliseconds before timing out.")
+
+
+def test_cause_beats_earlier_symptoms_and_repeats_are_merged(small):
+    lines = [f"[rank{r}]: " + TIMEOUT.format(r=r) for r in range(8) if r != 5]
+    lines.insert(3, "[rank5]: " + OOM)
+    lines += ["[rank5]: " + OOM] * 3
+    rep = scan(small, "\n".join(lines) + "\n")
+    top = rep.findings[0]
+    assert top.rule_id == "test-cuda-oom" and top.line == 4 and top.rank == 5 and top.count == 4
+    assert top.message == "CUDA out of memory on GPU 5: tried to allocate 2.00 GiB with 1.06 GiB free of 79.15 GiB"
+    sym = rep.findings[1]
+    assert sym.rule_id == "test-watchdog" and sym.count == 7 and sym.ranks == [0, 1, 2, 3, 4, 6, 7]
+    assert sym.captures == {"seq": "12", "op": "ALLREDUCE"}
+
+
+def test_requires_and_unless(small):
+    warn = ("Token indices sequence length is longer than the specified maximum sequence length for this model "
+            "(72 > 32). Running this sequence through the model will result in indexing errors\n")
+    err = "Traceback (most recent call last):\n  File \"gen.py\", line 3, in <module>\nIndexError: index out of range in self\n"
+    assert scan(small, warn + err).findings[0].rule_id == "test-seq-index"
+    rep = scan(small, err)
+    assert [f.rule_id for f in rep.findings] == ["unknown"]
+    assert rep.findings[0].message.startswith("IndexError: index out of range in self")
+    assert rep.findings[0].location.file == "gen.py"
+    assert scan(small, warn + err + "TEST-UNLESS-MARKER\n").findings[0].rule_id == "unknown"
+
+
+def test_not_vetoes_on_the_same_line(small):
+    assert scan(small, "step 3: caught CUDA out of memory, retrying with smaller batch\n").findings == []
+
+
+def test_ansi_progress_bars_and_line_numbers(small):
+    text = ("epoch 1\n"
+            " 10%|#  | 1/10\r 20%|## | 2/10\r\x1b[31mtorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+            "1.00 GiB. GPU 0 has a total capacity of 8.00 GiB of which 0 bytes is free.\x1b[0m\n"
+            "done\n")
+    f = scan(small, text).findings[0]
+    assert f.line == 2 and f.evidence.startswith("torch.OutOfMemoryError") and "\x1b" not in f.evidence
+    assert f.captures["free"] == "0 bytes"
+
+
+def test_crlf_and_gbk(small):
+    text = ("训练开始\r\n" + OOM + "\r\n").encode("gbk")
+    rep = scan(small, text)
+    assert rep.findings[0].line == 2 and rep.encoding == "gb18030"
+
+
+def test_unknown_names_the_headline_exception(small):
+    log = ("Traceback (most recent call last):\n  File \"/home/u/train.py\", line 9, in main\n    x()\n"
+           "  File \"/usr/lib/python3/site-packages/lib.py\", line 3, in x\n    raise KeyError('foo')\nKeyError: 'foo'\n")
+    f = scan(small, log).findings[0]
+    assert (f.rule_id, f.category, f.severity) == ("unknown", "unknown", "error")
+    assert f.location.file == "/home/u/train.py" and f.line == 6
+
+
+def test_keyboard_interrupt_alone_is_only_a_warning(small):
+    log = "Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nKeyboardInterrupt\n"
+    assert scan(small, log).findings[0].severity == "warning"
+
+
+def test_healthy_log_has_no_findings(small):
+    log = "".join(f"{{'loss': {2.0 - i / 100:.4f}, 'grad_norm': 1.2, 'learning_rate': 2e-05, 'epoch': 0.{i}}}\n"
+                  for i in range(50))
+    assert scan(small, log).findings == []
+
+
+def test_every_line_a_hit_keeps_counters_only(small):
+    n = 20000
+    rep = scan(small, (OOM + "\n") * n)
+    f = rep.findings[0]
+    assert f.count == n and f.line == 1 and f.last_line == n
+
+
+@pytest.mark.parametrize("mode", ["python", "reference"])
+def test_fallback_paths_agree_with_re2(small, mode):
+    text = "\n".join(["noise line"] * 100 + ["[rank5]: " + OOM] + [TIMEOUT.format(r=1)] * 3) + "\n"
+    a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan(small, text).findings]
+    b = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan(small, text, mode=mode).findings]
+    assert a == b
+
+
+def test_render_template_drops_segments_without_values():
+    t = "{backend} OOM[ on GPU {gpu}][: {requested} requested]"
+    assert render_template(t, {"backend": "CUDA", "gpu": "1"}) == "CUDA OOM on GPU 1"
+    assert render_template(t, {}) == "? OOM"
