@@ -63,8 +63,12 @@ class Engine:
     """Compiled form of a RuleSet. Reusable across inputs; not thread-safe."""
 
     def __init__(self, ruleset: Any, *, lang: Optional[str] = None, mode: str = "auto",
-                 severities: Optional[set[str]] = None, disabled: frozenset[str] = frozenset()):
+                 severities: Optional[set[str]] = None, disabled: frozenset[str] = frozenset(),
+                 observers: Optional[list[Callable[["Engine"], Any]]] = None):
         self.ruleset = ruleset
+        # Block observers (metric detectors, phase/step tracking): factories called once per scan,
+        # returning objects with feed(lines, view, line_base) and finish(report, findings).
+        self.observers = default_observers() if observers is None else observers
         self.lang = lang
         self.rules = [r for r in ruleset.rules if r["id"] not in disabled and r.get("status") != "deprecated"]
         if mode == "auto":
@@ -162,6 +166,7 @@ class Engine:
         forced_cuts = 0
         encodings: set[str] = set()
         non_utf8 = False
+        obs = [factory(self) for factory in self.observers]
         for chunk, forced in iter_blocks(fh):
             nbytes += len(chunk)
             forced_cuts += forced
@@ -185,6 +190,8 @@ class Engine:
                     encodings.add(enc)
                     tbp.feed(ln, normalise_text(text))
                     ln += 1
+            for o in obs:
+                o.feed(lines, view, line_base)
             line_base += lines.count(b"\n")
             if on_line_count is not None:
                 on_line_count(line_base)
@@ -207,6 +214,8 @@ class Engine:
         if errs and errs[0].line in by_line:
             exc = by_line[errs[0].line]   # the exception behind the root cause, not the launcher's
         report.exception = exc
+        for o in obs:
+            o.finish(report, findings)
         if exc is not None and not any(f.severity == "error" for f in findings):
             findings.append(self._unknown(exc))
         findings.sort(key=Finding.sort_key)
@@ -340,6 +349,17 @@ class Engine:
                    _fix({"title": "Search the knowledge base" if not zh else "搜索知识库",
                          "detail": f"llmtriage kb search \"{exc.type}\""})],
         )
+
+
+def default_observers() -> list[Callable[[Engine], Any]]:
+    """Observer factories shipped with llmtriage (`llmtriage.observers.FACTORIES`, when present)."""
+    try:
+        from .observers import FACTORIES
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.endswith("observers"):
+            return []
+        raise
+    return list(FACTORIES)
 
 
 def _fix(f: dict[str, Any]) -> dict[str, Any]:
