@@ -294,6 +294,7 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tupl
     kinds = (("any", rule.match.any), ("not", rule.match.not_), ("requires", rule.match.requires),
              ("unless", rule.match.unless))
     groups_per_any: list[set[str]] = []
+    req_groups: set[str] = set()        # a required line always matched, so its groups may be used too
     for kind, pats in kinds:
         for i, pat in enumerate(pats):
             loc = ("match", kind, i, "regex")
@@ -303,12 +304,15 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tupl
             if err:
                 add(loc, err)
                 continue
-            if kind == "any":
-                import regex as _regex
+            import regex as _regex
 
+            if kind == "any":
                 groups_per_any.append(set(_regex.compile(pat.regex).groupindex))
+            elif kind == "requires":
+                req_groups |= set(_regex.compile(pat.regex).groupindex)
     if groups_per_any and len(groups_per_any) == len(rule.match.any):
         outside, inside = template_names(rule.message)
+        groups_per_any = [g | req_groups for g in groups_per_any]
         for i, groups in enumerate(groups_per_any):
             for name in sorted(outside - groups):
                 pname = rule.match.any[i].name or f"#{i}"

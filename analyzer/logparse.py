@@ -28,21 +28,38 @@ _ANSI_S = re.compile(r"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1
 def iter_blocks(fh: BinaryIO, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[tuple[bytes, bool]]:
     """Yield (chunk, forced) where chunk ends at a newline unless forced (a line longer than
     max_line was cut) or it is the end of input."""
-    carry = bytearray()
+    # The unfinished tail is kept as a list of pieces joined once (linear on a 200 MB line), and a
+    # block that already ends at a newline is yielded as read, without a copy.
+    pend: list[bytes] = []
+    plen = 0
+    read = fh.read
     while True:
-        data = fh.read(block)
+        data = read(block)
         if not data:
             break
-        carry += data
-        cut = carry.rfind(b"\n")
-        if cut >= 0:
-            yield bytes(carry[: cut + 1]), False
-            del carry[: cut + 1]
-        elif len(carry) >= max_line:
-            yield bytes(carry), True
-            carry.clear()
-    if carry:
-        yield bytes(carry), False
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pend.append(data)
+            plen += len(data)
+            if plen >= max_line:
+                yield b"".join(pend), True
+                pend = []
+                plen = 0
+            continue
+        cut += 1
+        if pend:
+            pend.append(data[:cut])
+            yield b"".join(pend), False
+        else:
+            yield (data if cut == len(data) else data[:cut]), False
+        if cut < len(data):
+            pend = [data[cut:]]
+            plen = len(data) - cut
+        else:
+            pend = []
+            plen = 0
+    if pend:
+        yield b"".join(pend), False
 
 
 def strip_ansi_bytes(chunk: bytes) -> bytes:

@@ -30,7 +30,8 @@ except ImportError:  # pragma: no cover
 RE2_MAX_MEM = 256 << 20
 REGEX_TIMEOUT_S = 0.5
 MAX_RANKS = 4096
-RANK_SAMPLES = 2000          # hits per rule whose prefix is parsed for the rank
+RANK_SAMPLES = 2000
+CAPTURE_SAMPLES = 8          # later hits kept per rule to fill captures the first hit lacks          # hits per rule whose prefix is parsed for the rank
 _BARE_EXC = r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception): "
 _BARE_EXC_TAIL = 60          # a bare "XError: ..." counts as the crash only near the end of the log
 _TB_MARK = b"Traceback (most recent call last)"
@@ -66,6 +67,7 @@ class _RuleState:
     first_line: int = 0
     last_line: int = 0
     first_seg: bytes = b""
+    more_segs: list[bytes] = field(default_factory=list)   # a few later hits, for captures the first lacks
     ranks: set[int] = field(default_factory=set)
     sampled: int = 0
 
@@ -115,6 +117,8 @@ class Engine:
             self.rule_req.append(req)
             self.rule_unless.append(unl)
         self.bare_idx = add(_BARE_EXC)
+        # The traceback marker rides in the Set too, so blocks without one cost no extra scan.
+        self.tb_idx = add(r"Traceback \(most recent call last\)")
         self._bytes_re: dict[int, Any] = {}
         self._not_re: dict[int, list[Any]] = {}
         self._py_re: dict[tuple[int, int], Any] = {}
@@ -170,6 +174,7 @@ class Engine:
              ) -> Report:
         states: dict[int, _RuleState] = {}
         doc_hits: set[int] = set()
+        self._doc_seg: dict[int, bytes] = {}
         tbp = TracebackParser()
         bare: Optional[tuple[int, bytes]] = None
         line_base = 1
@@ -182,7 +187,7 @@ class Engine:
             nbytes += len(chunk)
             forced_cuts += forced
             lines, view = match_view(chunk)
-            if not non_utf8:
+            if not non_utf8 and not chunk.isascii():
                 try:
                     chunk.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -192,7 +197,10 @@ class Engine:
             flagged = self._flagged(view)
             if flagged:
                 bare = self._handle(flagged, lines, view, line_base, states, doc_hits, bare)
-            tbpos = view.find(_TB_MARK)
+            if self.set is not None:
+                tbpos = view.find(_TB_MARK) if flagged and self.tb_idx in flagged else -1
+            else:
+                tbpos = view.find(_TB_MARK)
             if tbpos >= 0 or tbp.active:
                 start = 0 if tbp.active else view.rfind(b"\n", 0, tbpos) + 1
                 ln = line_base + lines.count(b"\n", 0, start)
@@ -227,8 +235,15 @@ class Engine:
         report.exception = exc
         for o in obs:
             o.finish(report, findings)
-        if exc is not None and not any(f.severity == "error" for f in findings):
+        errors = [f for f in findings if f.severity == "error"]
+        if exc is not None and not errors:
             findings.append(self._unknown(exc))
+        elif errors and all(f.role == "symptom" for f in errors):
+            # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no
+            # rule explains and that is not the launcher's own wrapper is the better root-cause guess.
+            root = _root_exception(tbp.exceptions)
+            if root is not None and not any(f.line <= root.line <= (f.last_line or f.line) for f in findings):
+                findings.append(self._unknown(root))
         findings.sort(key=Finding.sort_key)
         report.findings = findings
         report.encoding = "gb18030" if "gb18030" in encodings else "utf-8"
@@ -239,8 +254,13 @@ class Engine:
                 ) -> Optional[tuple[int, bytes]]:
         events: list[tuple[int, int]] = []
         for pi in flagged:
-            if self.doc_users[pi]:
-                doc_hits.add(pi)
+            if self.doc_users[pi] and pi not in doc_hits:
+                m = self._bytes_pattern(pi).search(view)
+                if m is not None:
+                    doc_hits.add(pi)
+                    st_ = view.rfind(b"\n", 0, m.start()) + 1
+                    en_ = view.find(b"\n", m.start())
+                    self._doc_seg[pi] = view[st_:(en_ if en_ >= 0 else len(view))][:EVIDENCE_CAP]
             if not self.any_users[pi] and pi != self.bare_idx:
                 continue
             pat = self._bytes_pattern(pi)
@@ -280,6 +300,8 @@ class Engine:
                     st = states[ri] = _RuleState(first_line=line_no, first_seg=segment)
                 if st.count and line_no == st.last_line:
                     continue
+                if st.count and len(st.more_segs) < CAPTURE_SAMPLES:
+                    st.more_segs.append(segment)
                 st.count += 1
                 st.last_line = line_no
                 if st.sampled < RANK_SAMPLES and len(st.ranks) < MAX_RANKS:
@@ -325,6 +347,24 @@ class Engine:
             encodings.add(enc)
             pre = split_prefix(normalise_text(raw_text))
             caps = self._captures(ri, pre.text)
+            wanted = set(_PLACEHOLDER.findall(rule["message"]))
+            for seg in st.more_segs:
+                if wanted <= set(caps):
+                    break
+                more = self._captures(ri, split_prefix(normalise_text(decode_line(seg)[0])).text)
+                for k, v in more.items():
+                    caps.setdefault(k, v)
+            for pi in self.rule_req[ri]:       # numbers printed on a required line (e.g. "72 > 32")
+                if wanted <= set(caps):
+                    break
+                seg = self._doc_seg.get(pi)
+                if seg is not None:
+                    m = _py_compile(self.patterns[pi]).search(
+                        split_prefix(normalise_text(decode_line(seg)[0])).text, timeout=REGEX_TIMEOUT_S)
+                    if m:
+                        for k, v in m.groupdict().items():
+                            if v is not None:
+                                caps.setdefault(k, v)
             text = self.ruleset.text(rule, self.lang)
             rank = pre.rank
             if rank is None and caps.get("rank", "").isdigit():
@@ -360,6 +400,30 @@ class Engine:
                    _fix({"title": "Search the knowledge base" if not zh else "搜索知识库",
                          "detail": f"llmtriage kb search \"{exc.type}\""})],
         )
+
+
+_PY_CACHE: dict[str, Any] = {}
+
+
+def _py_compile(pattern: str) -> Any:
+    c = _PY_CACHE.get(pattern)
+    if c is None:
+        import regex
+
+        c = _PY_CACHE[pattern] = regex.compile(pattern)
+    return c
+
+
+_WRAPPERS = {"ChildFailedError", "CalledProcessError", "SystemExit", "ProcessRaisedException", "ProcessExitedException"}
+
+
+def _root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
+    """The last exception that is neither benign (Ctrl-C) nor a launcher's wrapper of a child failure."""
+    for exc in reversed(exceptions):
+        short = exc.type.rsplit(".", 1)[-1]
+        if short not in BENIGN_EXC and short not in _WRAPPERS:
+            return exc
+    return None
 
 
 def default_observers() -> list[Callable[[Engine], Any]]:

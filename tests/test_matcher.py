@@ -44,7 +44,9 @@ def test_requires_and_unless(small):
     warn = ("Token indices sequence length is longer than the specified maximum sequence length for this model "
             "(72 > 32). Running this sequence through the model will result in indexing errors\n")
     err = "Traceback (most recent call last):\n  File \"gen.py\", line 3, in <module>\nIndexError: index out of range in self\n"
-    assert scan(small, warn + err).findings[0].rule_id == "test-seq-index"
+    top = scan(small, warn + err).findings[0]
+    assert top.rule_id == "test-seq-index"
+    assert top.message == "input of 72 tokens is longer than the model limit of 32"   # captured on the required line
     rep = scan(small, err)
     assert [f.rule_id for f in rep.findings] == ["unknown"]
     assert rep.findings[0].message.startswith("IndexError: index out of range in self")
@@ -110,3 +112,9 @@ def test_render_template_drops_segments_without_values():
     t = "{backend} OOM[ on GPU {gpu}][: {requested} requested]"
     assert render_template(t, {"backend": "CUDA", "gpu": "1"}) == "CUDA OOM on GPU 1"
     assert render_template(t, {}) == "? OOM"
+
+
+def test_captures_missing_on_the_first_hit_come_from_later_hits(small):
+    log = ("RuntimeError: CUDA out of memory.\n" + OOM + "\n")
+    f = scan(small, log).findings[0]
+    assert f.line == 1 and f.count == 2 and f.captures["gpu"] == "5" and "GPU 5" in f.message

@@ -1,0 +1,665 @@
+"""Training-metric series and the detectors that read them (NaN, overflow, flat, fast fall, spikes).
+
+Parsing runs inside the matcher's block loop as an observer (see `observers.py`) and never runs
+Python per line on big logs:
+
+- Metric lines are found with one compiled bytes regex (`re2` when installed). The first
+  `Thresholds.full_records` records of a log are parsed in full; after that each ~64 KiB block
+  contributes its first and its last record, so a multi-GB log costs a few regex searches per
+  block and no whole-block Python scans (line numbers are counted from the nearer block end).
+- When a sampled record is the first non-finite one, the previous and the current block are
+  parsed in full to find the exact first NaN step (YAML rules also see every NaN line).
+- Memory is bounded: the first `head_records` and the last `window` records are kept, plus
+  running summaries (count, non-finite count, spikes, overflow counters).
+
+Recognised formats (values may be quoted, as transformers v5 prints them):
+  HF Trainer / swift   {'loss': 1.23, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': 0.1}
+  Megatron             iteration      100/  500000 | ... | lm loss: 7.2E+00 | loss scale: 65536.0 | grad norm: 3.2 |
+  DeepSpeed / plain    step=100, loss=2.31, lr=[1e-4], grad_norm=0.8   |  Step 100: loss 2.31
+  Lightning            Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, v_num=0, train_loss=2.310]
+
+Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the environment variable
+`LLMTRIAGE_METRIC_<NAME>` (e.g. `LLMTRIAGE_METRIC_SPIKE_FACTOR=5`) or `configure(name=value)`):
+  full_records       1000  records parsed in full before sampling starts
+  sample_every       4     then the first and last record of every N-th ~64 KiB block
+  nan_error_min      2     non-finite records that make metric-nan-loss an error (also: the last record)
+  overflow_min       8     loss-scale overflows before metric-fp16-overflow fires
+  overflow_ratio     0.5   ... and overflows per logged step at least this (or the scale reached <= 1)
+  flat_min_records   8     consecutive records with a flat loss for metric-flat-loss
+  flat_rel           1e-4  "flat": (max - min) <= flat_rel * |mean| + flat_abs
+  flat_abs           1e-6
+  zero_grad          1e-6  grad_norm at or below this counts as zero
+  fall_below         0.1   metric-fast-fall: loss falls below this ...
+  fall_within        100   ... within this many steps (or records when steps are unknown) ...
+  fall_from          1.0   ... from a first logged loss at least this
+  fall_strong        0.01  below this (with a flat grad_norm) the finding is an error
+  grad_flat_ratio    3.0   grad_norm "stays flat": max/min over the fall <= this
+  spike_factor       3.0   metric-loss-spike: loss > spike_factor x median of the previous records ...
+  spike_abs          1.0   ... and exceeds that median by at least spike_abs
+  spike_history      16    records in the rolling median
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import deque
+from dataclasses import dataclass, fields
+from statistics import median
+from typing import Any, Optional
+
+try:  # pragma: no cover - depends on the install
+    import re2 as _re2
+except ImportError:  # pragma: no cover
+    _re2 = None
+
+
+def _compile(pattern: bytes) -> Any:
+    if _re2 is not None:
+        try:
+            opts = _re2.Options()
+            opts.log_errors = False
+            return _re2.compile(pattern, opts)
+        except Exception:  # pragma: no cover - pattern outside the RE2 subset
+            pass
+    return re.compile(pattern)
+
+
+@dataclass
+class Thresholds:
+    full_records: int = 1000
+    sample_every: int = 4
+    head_records: int = 256
+    window: int = 512
+    nan_error_min: int = 2
+    overflow_min: int = 8
+    overflow_ratio: float = 0.5
+    flat_min_records: int = 8
+    flat_rel: float = 1e-4
+    flat_abs: float = 1e-6
+    zero_grad: float = 1e-6
+    fall_below: float = 0.1
+    fall_within: int = 100
+    fall_from: float = 1.0
+    fall_strong: float = 0.01
+    grad_flat_ratio: float = 3.0
+    spike_factor: float = 3.0
+    spike_abs: float = 1.0
+    spike_history: int = 16
+
+    @classmethod
+    def from_env(cls, env: Optional[dict[str, str]] = None) -> "Thresholds":
+        env = os.environ if env is None else env
+        t = cls()
+        for f in fields(cls):
+            raw = env.get("LLMTRIAGE_METRIC_" + f.name.upper())
+            if raw:
+                try:
+                    setattr(t, f.name, type(getattr(t, f.name))(float(raw)))
+                except ValueError:
+                    pass
+        return t
+
+
+THRESHOLDS = Thresholds.from_env()
+
+
+def configure(**values: Any) -> Thresholds:
+    """Change thresholds for this process (e.g. from a project config); returns the active set."""
+    for k, v in values.items():
+        if not hasattr(THRESHOLDS, k):
+            raise KeyError(f"unknown metric threshold '{k}'")
+        setattr(THRESHOLDS, k, type(getattr(THRESHOLDS, k))(v))
+    return THRESHOLDS
+
+
+# ------------------------------------------------------------------------------ parsing
+
+_NUM = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[Nn]a[Nn]|[Ii]nf(?:inity)?))"""
+# A metric line: any of the loss spellings (the anchor for finding records in a block).
+ANCHOR = _compile(rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?loss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]""")
+_STEP = re.compile(rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?""")
+_BAR = re.compile(rb"\|\s*([0-9]+)/([0-9]+) \[")
+_VERFLOW = _compile(rb"verflow")
+_VERFLOW_UP = _compile(rb"VERFLOW")
+OVERFLOW = _compile(rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale")
+_SCALE_TO = re.compile(rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)")
+
+
+def _num(b: Optional[bytes]) -> Optional[float]:
+    if b is None:
+        return None
+    try:
+        return float(b)
+    except ValueError:
+        return None
+
+
+@dataclass
+class Record:
+    index: int                 # n-th metric record of the log (0-based)
+    line: int
+    step: Optional[int]
+    loss: Optional[float]
+    grad_norm: Optional[float] = None
+    lr: Optional[float] = None
+    epoch: Optional[float] = None
+
+    @property
+    def at(self) -> str:
+        if self.step is not None:
+            return f"step {self.step}"
+        return f"log record {self.index + 1}" if self.index >= 0 else f"line {self.line}"
+
+
+_KEYVAL = re.compile(
+    rb"""(?<![a-z_])(val(?:idation)? loss|eval loss|test loss|lm loss|loss scale|loss_scale|train_loss_step|train_loss|loss"""
+    rb"""|grad_norm|grad norm|learning_rate|learning rate|lr|epoch|global_step(?:/max_steps)?|step|iteration|iter)"""
+    rb"""['"]?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan|inf(?:inity)?))""")
+_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"grad_norm": 2, b"grad norm": 2,
+          b"learning_rate": 3, b"learning rate": 3, b"lr": 3, b"epoch": 4, b"global_step": 0,
+          b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
+
+
+def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Optional[float], Optional[float], Optional[float]]]:
+    """(step, loss, grad_norm, lr, epoch) from one metric line, or None when it has no training loss."""
+    out: list[Any] = [None, None, None, None, None]
+    for m in _KEYVAL.finditer(text.lower()):
+        k = _FIELD.get(m.group(1))
+        if k is None or out[k] is not None:
+            continue
+        if k == 1 and m.group(1) == b"train_loss" and m.start() and text[m.start() - 1:m.start()] in (b"'", b'"'):
+            continue    # the Trainer's end-of-run average, not a step
+        if k == 0:
+            try:
+                out[0] = int(float(m.group(2)))
+            except (ValueError, OverflowError):
+                pass
+        else:
+            out[k] = _num(m.group(2))
+    if out[1] is None:
+        return None
+    if out[0] is None:
+        b = _BAR.search(text)
+        if b:
+            out[0] = int(b.group(1))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def _finite(x: Optional[float]) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+class MetricTracker:
+    """Bounded-memory store of a log's metric series plus the running counters the detectors need."""
+
+    def __init__(self, th: Optional[Thresholds] = None):
+        self.th = th or THRESHOLDS
+        self.count = 0
+        self.head: list[Record] = []
+        self.tail: deque[Record] = deque(maxlen=self.th.window)
+        self.nonfinite = 0
+        self.first_nonfinite: Optional[Record] = None
+        self.last_finite: Optional[Record] = None
+        self.spikes = 0
+        self.first_spike: Optional[tuple[Record, float]] = None
+        self._hist: deque[float] = deque(maxlen=self.th.spike_history)
+        self.overflows = 0
+        self.overflow_first_line = 0
+        self.overflow_last_line = 0
+        self.last_scale: Optional[float] = None
+        self.min_scale: Optional[float] = None
+        self.sampled = False
+        self.last_step: Optional[int] = None
+        self.max_steps: Optional[int] = None
+        self._bar_step: Optional[int] = None
+        self._prev: Optional[tuple[bytes, bytes, int]] = None
+        self.pending: list[tuple[Record, int]] = []
+        self._blocks = 0
+        self._unsampled: Optional[tuple[bytes, bytes, int]] = None
+
+    # ---------------------------------------------------------------- feeding
+    def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None) -> Record:
+        step, loss, grad, lr, epoch = parsed
+        if step is None:
+            step = bar_step
+        rec = Record(self.count, line, step, loss, grad, lr, epoch)
+        self.count += 1
+        if step is not None:
+            self.last_step = step
+        if len(self.head) < self.th.head_records:
+            self.head.append(rec)
+        self.tail.append(rec)
+        bad = (loss is not None and not math.isfinite(loss)) or (grad is not None and not math.isfinite(grad))
+        if bad:
+            self.nonfinite += 1
+            if self.first_nonfinite is None:
+                self.first_nonfinite = rec
+        elif _finite(loss):
+            self.last_finite = rec
+            hist = self._hist
+            if len(hist) >= max(4, self.th.spike_history // 2):
+                med = median(hist)
+                if loss > self.th.spike_factor * med and loss - med >= self.th.spike_abs:
+                    self.spikes += 1
+                    if self.first_spike is None:
+                        self.first_spike = (rec, med)
+                    return rec      # a spike does not enter the baseline
+            hist.append(loss)
+        return rec
+
+    def resolve(self, next_base: int) -> None:
+        """Give the deferred records of the previous block their line (`next_base` = its end)."""
+        for rec, tail_nl in self.pending:
+            rec.line = next_base - tail_nl
+        self.pending.clear()
+
+    def feed_block(self, lines: bytes, view: bytes, line_base: int) -> None:
+        th = self.th
+        if self.pending:
+            self.resolve(line_base)
+        if _VERFLOW.search(view) is not None or _VERFLOW_UP.search(view) is not None:
+            self._overflows(lines, view, line_base)
+        if self.count < th.full_records:
+            self._parse_all(lines, view, line_base)
+            self._prev = (lines, view, line_base)
+            return
+        # sampled: the first and the last record of every `sample_every`-th block (and of the last
+        # block, at finish). Line numbers are counted from the nearer end of the block (the last
+        # one is resolved when the next block tells its base).
+        self.sampled = True
+        self._blocks += 1
+        if self._blocks % max(1, th.sample_every):
+            self._unsampled = (lines, view, line_base)
+            return
+        self._unsampled = None
+        self._sample_block(lines, view, line_base)
+
+    def flush(self, end_base: int) -> None:
+        """At the end of the log: sample the last block if it was skipped, resolve deferred lines."""
+        if self._unsampled is not None:
+            self._sample_block(*self._unsampled)
+            self._unsampled = None
+        self.resolve(end_base)
+
+    def _sample_block(self, lines: bytes, view: bytes, line_base: int) -> None:
+        before = self.first_nonfinite
+        n = len(view)
+        m = ANCHOR.search(view)
+        if m is not None:
+            ls, le = self._line_bounds(view, m.start())
+            parsed = parse_line(view[ls:le])
+            if parsed is not None:
+                self.add(line_base + lines.count(b"\n", 0, ls), parsed,
+                         self._bar_before(view, ls) if parsed[0] is None else None)
+            last = None
+            for last in ANCHOR.finditer(view, max(le, n - 2048)):
+                pass
+            if last is not None:
+                ls, le = self._line_bounds(view, last.start())
+                parsed = parse_line(view[ls:le])
+                if parsed is not None:
+                    rec = self.add(0, parsed, self._bar_before(view, ls) if parsed[0] is None else None)
+                    self.pending.append((rec, lines.count(b"\n", ls)))
+        if before is None and self.first_nonfinite is not None:
+            # the first non-finite sample: parse the previous block and this one in full for the exact step
+            found, self.first_nonfinite = self.first_nonfinite, None
+            if self._prev is not None:
+                self._parse_all(*self._prev, count=False)
+            if self.first_nonfinite is None:
+                self._parse_all(lines, view, line_base, count=False)
+            if self.first_nonfinite is None:
+                self.first_nonfinite = found
+        self._prev = (lines, view, line_base)
+
+    def _line_bounds(self, view: bytes, pos: int) -> tuple[int, int]:
+        ls = view.rfind(b"\n", 0, pos) + 1
+        le = view.find(b"\n", pos)
+        return ls, (len(view) if le < 0 else le)
+
+    def _bar_before(self, view: bytes, ls: int) -> Optional[int]:
+        m = None
+        for m in _BAR.finditer(view, max(0, ls - 1024), ls):
+            pass
+        if m is not None:
+            self._bar_step = int(m.group(1))
+            if self.max_steps is None or int(m.group(2)) > self.max_steps:
+                self.max_steps = int(m.group(2))
+        return self._bar_step
+
+    def _parse_all(self, lines: bytes, view: bytes, line_base: int, count: bool = True) -> None:
+        last_ls = -1
+        counted = 0
+        nl = 0
+        for m in ANCHOR.finditer(view):
+            ls, le = self._line_bounds(view, m.start())
+            if ls == last_ls:
+                continue
+            last_ls = ls
+            parsed = parse_line(view[ls:le])
+            if parsed is None:
+                continue
+            nl += lines.count(b"\n", counted, ls)
+            counted = ls
+            if not count:   # only looking for the first non-finite record
+                if not (_finite(parsed[1]) and (parsed[2] is None or _finite(parsed[2]))):
+                    self.first_nonfinite = Record(-1, line_base + nl, parsed[0] if parsed[0] is not None else
+                                                  self._bar_before(view, ls), parsed[1], parsed[2], parsed[3], parsed[4])
+                    return
+                continue
+            self.add(line_base + nl, parsed, self._bar_before(view, ls) if parsed[0] is None else None)
+
+    def _overflows(self, lines: bytes, view: bytes, line_base: int) -> None:
+        counted = 0
+        nl = 0
+        last_ls = -1
+        for m in OVERFLOW.finditer(view):
+            ls, le = self._line_bounds(view, m.start())
+            if ls == last_ls:
+                continue
+            last_ls = ls
+            nl += lines.count(b"\n", counted, ls)
+            counted = ls
+            line = line_base + nl
+            self.overflows += 1
+            if not self.overflow_first_line:
+                self.overflow_first_line = line
+            self.overflow_last_line = line
+            s = _SCALE_TO.search(view, ls, le)
+            if s:
+                v = _num(s.group(1))
+                if v is not None:
+                    self.last_scale = v
+                    self.min_scale = v if self.min_scale is None else min(self.min_scale, v)
+
+    # ---------------------------------------------------------------- summary
+    def records(self) -> list[Record]:
+        """Head and tail records in log order (no duplicates)."""
+        out = list(self.head)
+        last = out[-1].index if out else -1
+        out += [r for r in self.tail if r.index > last]
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        recs = self.records()
+        losses = [r.loss for r in recs if _finite(r.loss)]
+        d: dict[str, Any] = {"records": self.count, "sampled": self.sampled}
+        if losses:
+            d.update(first_loss=losses[0], last_loss=losses[-1], min_loss=min(losses))
+        last = recs[-1] if recs else None
+        if last is not None:
+            d.update(last_step=self.last_step, last_line=last.line)
+            if last.grad_norm is not None:
+                d["last_grad_norm"] = last.grad_norm if math.isfinite(last.grad_norm) else str(last.grad_norm)
+        if self.nonfinite:
+            d["nonfinite"] = self.nonfinite
+        if self.overflows:
+            d["overflows"] = self.overflows
+            if self.last_scale is not None:
+                d["last_loss_scale"] = self.last_scale
+        if self.spikes:
+            d["spikes"] = self.spikes
+        return d
+
+
+# ------------------------------------------------------------------------------ detectors
+
+@dataclass
+class Anomaly:
+    kind: str            # nan | overflow | flat | fall | spike
+    category: str
+    severity: str
+    line: int
+    last_line: int
+    step: Optional[int]
+    count: int
+    numbers: dict[str, Any]
+
+
+def _fmt(x: Optional[float]) -> str:
+    if x is None:
+        return "?"
+    if not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def detect(t: MetricTracker) -> list[Anomaly]:
+    th = t.th
+    out: list[Anomaly] = []
+    recs = t.records()
+    # NaN / inf
+    if t.first_nonfinite is not None:
+        r = t.first_nonfinite
+        last = recs[-1] if recs else r
+        last_bad = (last.loss is not None and not math.isfinite(last.loss)) or (
+            last.grad_norm is not None and not math.isfinite(last.grad_norm))
+        which = "loss" if r.loss is not None and not math.isfinite(r.loss) else "grad_norm"
+        value = r.loss if which == "loss" else r.grad_norm
+        sev = "error" if (t.nonfinite >= th.nan_error_min or last_bad) else "warning"
+        lf = t.last_finite if t.last_finite is not None and t.last_finite.line < r.line else None
+        out.append(Anomaly("nan", "nan-loss", sev, r.line, last.line, r.step, t.nonfinite, {
+            "metric": which, "value": str(value), "at": r.at, "records": t.count,
+            "last_finite_loss": _fmt(lf.loss) if lf else None, "last_finite_at": lf.at if lf else None,
+            "persists": last_bad}))
+    # repeated loss-scale overflow
+    if t.overflows >= th.overflow_min:
+        ratio = t.overflows / max(1, t.count) if t.count else 1.0
+        floor = t.min_scale is not None and t.min_scale <= 1
+        if ratio >= th.overflow_ratio or floor or t.count == 0:
+            out.append(Anomaly("overflow", "fp16-overflow", "error", t.overflow_first_line, t.overflow_last_line,
+                               None, t.overflows, {"overflows": t.overflows, "records": t.count,
+                                                   "min_scale": _fmt(t.min_scale), "last_scale": _fmt(t.last_scale)}))
+    finite = [r for r in recs if _finite(r.loss)]
+    # flat loss (with grad_norm ~ 0 = no gradient reaches the weights)
+    if t.first_nonfinite is None and len(finite) >= th.flat_min_records:
+        run = finite[-th.flat_min_records:]
+        # extend the run backwards while it stays flat
+        i = len(finite) - th.flat_min_records
+        ls = [r.loss for r in run]
+        lo, hi = min(ls), max(ls)
+
+        def flat(a: float, b: float) -> bool:
+            return (b - a) <= th.flat_rel * abs((a + b) / 2) + th.flat_abs
+
+        if flat(lo, hi):
+            while i > 0 and flat(min(lo, finite[i - 1].loss), max(hi, finite[i - 1].loss)):  # type: ignore[arg-type]
+                i -= 1
+                lo, hi = min(lo, finite[i].loss), max(hi, finite[i].loss)  # type: ignore[type-var]
+            run = finite[i:]
+            grads = [r.grad_norm for r in run if r.grad_norm is not None]
+            zero = bool(grads) and all(_finite(g) and abs(g) <= th.zero_grad for g in grads)
+            lrs = [r.lr for r in run if r.lr is not None]
+            lr_zero = bool(lrs) and all(lr == 0 for lr in lrs)
+            sev = "error" if (zero or lr_zero) else "warning"
+            out.append(Anomaly("flat", "no-grad", sev, run[0].line, run[-1].line, run[0].step, len(run), {
+                "loss": _fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at, "records": len(run),
+                "grad_norm": _fmt(grads[-1]) if grads else None, "grad_zero": zero, "lr_zero": lr_zero}))
+    # implausibly fast fall to near zero
+    if t.first_nonfinite is None and finite and finite[0].loss >= th.fall_from:  # type: ignore[operator]
+        first = finite[0]
+        for r in finite[1:]:
+            span = (r.step - first.step) if (r.step is not None and first.step is not None) else (r.index - first.index)
+            if span > th.fall_within:
+                break
+            if r.loss < th.fall_below:  # type: ignore[operator]
+                win = [x.grad_norm for x in finite if x.index <= r.index and _finite(x.grad_norm)]
+                gflat = bool(win) and min(win) > 0 and max(win) / min(win) <= th.grad_flat_ratio
+                strong = r.loss <= th.fall_strong and gflat  # type: ignore[operator]
+                out.append(Anomaly("fall", "loss-suspicious", "error" if strong else "warning", r.line, r.line,
+                                   r.step, 1, {"from_loss": _fmt(first.loss), "from": first.at, "loss": _fmt(r.loss),
+                                               "at": r.at, "span": span, "grad_flat": gflat,
+                                               "grad_norm": _fmt(win[-1]) if win else None,
+                                               "unit": "steps" if r.step is not None and first.step is not None else "records"}))
+                break
+    # spikes
+    if t.spikes and t.first_spike is not None:
+        r, med = t.first_spike
+        out.append(Anomaly("spike", "loss-spike", "warning", r.line, r.line, r.step, t.spikes, {
+            "loss": _fmt(r.loss), "baseline": _fmt(med), "at": r.at, "factor": round(r.loss / med, 1) if med else None,
+            "spikes": t.spikes}))
+    return out
+
+
+_TEXT = {
+    "nan": {
+        "en": ("Training metrics became NaN/inf",
+               "{metric} became {value} at {at} (line {line}); {count} of {records} logged records are non-finite"
+               "[; last finite loss {last_finite_loss} at {last_finite_at}]"),
+        "zh": ("训练指标出现 NaN/inf",
+               "{metric} 在 {at}（第 {line} 行）变为 {value}；{records} 条日志记录中有 {count} 条非有限值"
+               "[；最后一个有限 loss 为 {last_finite_loss}（{last_finite_at}）]"),
+    },
+    "overflow": {
+        "en": ("Repeated fp16 loss-scale overflow: steps are being skipped",
+               "{overflows} overflow/skipped-step messages (lines {line}-{last_line}) for {records} logged records; "
+               "loss scale fell to {min_scale}"),
+        "zh": ("fp16 损失缩放反复溢出：训练步被跳过",
+               "第 {line}-{last_line} 行共 {overflows} 次溢出/跳步（{records} 条指标记录）；loss scale 降到 {min_scale}"),
+    },
+    "flat": {
+        "en": ("Loss is flat: the model is not learning",
+               "loss stays at {loss} from {from} to {to} ({records} records)[; grad_norm {grad_norm}]"),
+        "zh": ("loss 纹丝不动：模型没有在学习",
+               "loss 从 {from} 到 {to} 一直是 {loss}（{records} 条记录）[；grad_norm {grad_norm}]"),
+    },
+    "fall": {
+        "en": ("Loss fell implausibly fast to near zero",
+               "loss fell from {from_loss} ({from}) to {loss} at {at}, within {span} {unit}[; grad_norm stays flat at ~{grad_norm}]"),
+        "zh": ("loss 下降快得可疑，接近 0",
+               "loss 在 {span} 个{unit}内从 {from_loss}（{from}）掉到 {loss}（{at}）[；grad_norm 平稳在 ~{grad_norm}]"),
+    },
+    "spike": {
+        "en": ("Loss spikes during training",
+               "loss jumped to {loss} at {at} (line {line}), {factor}x the recent median {baseline}; {spikes} spike(s)"),
+        "zh": ("训练中 loss 出现尖峰",
+               "loss 在 {at}（第 {line} 行）跳到 {loss}，是近期中位数 {baseline} 的 {factor} 倍；共 {spikes} 次尖峰"),
+    },
+}
+
+_EXPLAIN = {
+    "nan": {
+        "en": ("A loss or gradient norm that is NaN or inf means the forward or backward pass overflowed or divided "
+               "by zero; once weights are NaN every later step is NaN too.",
+               "Common causes: fp16 overflow (use bf16 or a loss scaler), a too-high learning rate or no warm-up, "
+               "bad samples (empty labels, all tokens masked), or a kernel bug (e.g. some flash-attention builds)."),
+        "zh": ("loss 或梯度范数为 NaN/inf 说明前向或反向传播发生了溢出或除零；权重一旦变成 NaN，之后每一步都是 NaN。",
+               "常见原因：fp16 溢出（改用 bf16 或开启 loss scaler）、学习率过高或没有 warm-up、坏样本（空标签、全部被 mask），"
+               "或算子 bug（例如某些 flash-attention 版本）。"),
+    },
+    "overflow": {
+        "en": ("With fp16 mixed precision the loss is multiplied by a scale; when gradients overflow the step is "
+               "skipped and the scale halved. A few overflows at the start are normal; many in a row mean the run "
+               "makes no progress.",
+               "Activations or gradients exceed the fp16 range (65504): usually a learning rate that is too high, "
+               "a model pretrained in bf16, or unstable layers."),
+        "zh": ("fp16 混合精度会把 loss 乘以缩放因子；梯度溢出时跳过这一步并把缩放因子减半。开头少量溢出是正常的，连续大量溢出说明训练没有进展。",
+               "激活或梯度超出了 fp16 范围（65504）：通常是学习率过高、模型是用 bf16 预训练的，或某些层数值不稳定。"),
+    },
+    "flat": {
+        "en": ("The training loss does not change between logged steps, so the weights are not being updated.",
+               "No gradient reaches the trainable parameters (frozen modules, LoRA target modules that match "
+               "nothing, gradient checkpointing without input grads), the learning rate is 0, or every label is masked."),
+        "zh": ("训练 loss 在各个记录步之间没有变化，说明权重没有被更新。",
+               "梯度没有传到可训练参数（模块被冻结、LoRA target_modules 没匹配到、梯度检查点未开启输入梯度），学习率为 0，或所有标签都被 mask。"),
+    },
+    "fall": {
+        "en": ("The loss dropped to near zero within a few steps while the gradient norm stayed flat: the curve looks "
+               "good but the model is not learning the task.",
+               "The model learns to predict something trivial: labels leak into inputs, almost every label is masked "
+               "so only a few easy tokens count, or multimodal features never reach the language model and it "
+               "predicts placeholder tokens."),
+        "zh": ("loss 在几步之内就掉到接近 0，而 grad_norm 平稳：曲线好看，但模型并没有学会任务。",
+               "模型学会了预测某种平凡的东西：标签泄漏进输入、几乎所有标签都被 mask 只剩少量容易的 token，或多模态特征没有传进语言模型、模型只在预测占位 token。"),
+    },
+    "spike": {
+        "en": ("The loss jumped far above its recent level for some steps.",
+               "Bad or very long batches, a learning rate that is too high for this stage, or loss-scale trouble. "
+               "Isolated spikes that recover are usually harmless."),
+        "zh": ("loss 在某些步突然远高于近期水平。",
+               "坏样本或超长 batch、当前阶段学习率过高，或 loss scale 问题。能恢复的孤立尖峰通常无害。"),
+    },
+}
+
+_FIXES = {
+    "nan": {
+        "en": [("Switch fp16 to bf16 (or enable a dynamic loss scaler)", "On Ampere or newer GPUs use --bf16; with fp16 keep the GradScaler/DeepSpeed dynamic loss scale on."),
+               ("Lower the learning rate and add warm-up, clip gradients", "Try half the learning rate, --warmup_ratio 0.03 and --max_grad_norm 1.0."),
+               ("Check the data around the first NaN step", "Look for empty or fully masked labels in the batches just before the first NaN.")],
+        "zh": [("把 fp16 换成 bf16（或开启动态 loss scaler）", "Ampere 及更新的 GPU 用 --bf16；使用 fp16 时保持 GradScaler / DeepSpeed 动态 loss scale。"),
+               ("降低学习率、加 warm-up、做梯度裁剪", "学习率减半，--warmup_ratio 0.03，--max_grad_norm 1.0。"),
+               ("检查第一次出现 NaN 前后的数据", "检查出现 NaN 前几个 batch 是否有空标签或全部被 mask 的样本。")],
+    },
+    "overflow": {
+        "en": [("Use bf16 instead of fp16", "bf16 has the fp32 exponent range and needs no loss scaling."),
+               ("Lower the learning rate / raise the minimum loss scale", "Halve the learning rate; in DeepSpeed set fp16.initial_scale_power lower and check min_loss_scale.")],
+        "zh": [("用 bf16 代替 fp16", "bf16 与 fp32 指数范围相同，不需要 loss scaling。"),
+               ("降低学习率 / 调整 loss scale", "学习率减半；DeepSpeed 中调低 fp16.initial_scale_power 并检查 min_loss_scale。")],
+    },
+    "flat": {
+        "en": [("Check that parameters are trainable", "Print model.print_trainable_parameters() / count params with requires_grad; check LoRA target_modules names."),
+               ("Check the learning rate and the labels", "Make sure the scheduler does not give lr 0 and that labels are not all -100."),
+               ("With gradient checkpointing, enable input grads", "Call model.enable_input_require_grads() before wrapping with PEFT.")],
+        "zh": [("确认参数可训练", "打印 model.print_trainable_parameters() 或统计 requires_grad 的参数；检查 LoRA target_modules 名称。"),
+               ("检查学习率和标签", "确认调度器没有把学习率设为 0，标签不全是 -100。"),
+               ("开启梯度检查点时启用输入梯度", "在套 PEFT 之前调用 model.enable_input_require_grads()。")],
+    },
+    "fall": {
+        "en": [("Run inference on a few training samples", "If outputs are generic or ignore the input, the model learned a shortcut."),
+               ("Check the label mask and the input pipeline", "Decode one batch: the labels should only cover the response tokens and the inputs must carry the features (e.g. image tokens).")],
+        "zh": [("用几条训练样本做推理", "如果输出很空泛或无视输入，模型学到的是捷径。"),
+               ("检查标签 mask 和输入管线", "解码一个 batch：标签只应覆盖回答部分，输入中必须带上特征（例如图像 token）。")],
+    },
+    "spike": {
+        "en": [("Inspect the batches at the spike", "Log sample ids and lengths of the spiking steps; filter bad or overlong samples."),
+               ("Lower the learning rate or clip gradients", "--max_grad_norm 1.0 and a longer warm-up usually tame spikes.")],
+        "zh": [("检查尖峰处的 batch", "记录尖峰步的样本 id 和长度，过滤坏样本或超长样本。"),
+               ("降低学习率或做梯度裁剪", "--max_grad_norm 1.0 和更长的 warm-up 通常能抑制尖峰。")],
+    },
+}
+
+RULE_IDS = {"nan": "metric-nan-loss", "overflow": "metric-fp16-overflow", "flat": "metric-flat-loss",
+            "fall": "metric-fast-fall", "spike": "metric-loss-spike"}
+
+
+def _render(template: str, values: dict[str, Any]) -> str:
+    from .matcher import render_template
+
+    return render_template(template, {k: ("" if v is None else str(v)) for k, v in values.items()})
+
+
+def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[str]) -> list[Any]:
+    """Findings for the anomalies, skipping those a YAML rule of the same category already reports
+    as an error (the rule's text is more specific; the numbers stay in report.extra['metrics'])."""
+    from .findings import Finding
+
+    zh = lang == "zh"
+    have_err = {f.category for f in existing if f.severity == "error"}
+    have_any = {f.category for f in existing}
+    out = []
+    for a in anomalies:
+        if a.category in have_err:
+            continue
+        if a.severity != "error" and a.category in have_any:
+            continue
+        title, msg = _TEXT[a.kind]["zh" if zh else "en"]
+        what, why = _EXPLAIN[a.kind]["zh" if zh else "en"]
+        values = dict(a.numbers, line=a.line, last_line=a.last_line, count=a.count)
+        if zh and a.kind == "fall":
+            values["unit"] = "步" if a.numbers.get("unit") == "steps" else "条记录"
+        message = _render(msg, values)
+        category = a.category if a.category != "loss-spike" else "loss-suspicious"
+        out.append(Finding(
+            rule_id=RULE_IDS[a.kind], category=category, severity=a.severity, title=title, message=message,
+            line=a.line, last_line=a.last_line, evidence=message, count=a.count,
+            captures={k: str(v) for k, v in a.numbers.items() if v is not None},
+            cause=why, explanation=what, role="cause" if a.kind != "spike" else "symptom",
+            confidence="medium" if a.kind in ("fall", "spike") else "high",
+            priority={"nan": 58, "overflow": 50, "flat": 45, "fall": 30, "spike": 10}[a.kind],
+            fixes=[{"title": t, "detail": d} for t, d in _FIXES[a.kind]["zh" if zh else "en"]],
+        ))
+    return out

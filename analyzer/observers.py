@@ -1,0 +1,40 @@
+"""Block observers run by the matcher (see `Engine(observers=...)`): metric detectors, phase and step.
+
+Each factory takes the Engine and returns an object with `feed(lines, view, line_base)` (once per
+~64 KiB block) and `finish(report, findings)`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .metrics import MetricTracker, detect, to_findings
+from .phase import PhaseTracker
+
+
+class TrainingObserver:
+    """Metric series + anomaly findings, phase and last step, in one observer (one pass, shared state)."""
+
+    def __init__(self, engine: Any = None):
+        self.lang = getattr(engine, "lang", None)
+        self.metrics = MetricTracker()
+        self.phase = PhaseTracker()
+        self._ends_nl = True
+
+    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
+        self._ends_nl = lines.endswith(b"\n")
+        self.metrics.feed_block(lines, view, line_base)
+        self.phase.feed(lines, view, line_base)
+
+    def finish(self, report: Any, findings: list[Any]) -> None:
+        # deferred line numbers of the last block: the line after it
+        end = report.lines + (1 if self._ends_nl else 0)
+        self.metrics.flush(end)
+        self.phase.resolve(end)
+        anomalies = detect(self.metrics)
+        findings.extend(to_findings(anomalies, findings, self.lang))
+        self.phase.finish(report, findings, self.metrics.last_step)
+        if self.metrics.count or self.metrics.overflows:
+            report.extra["metrics"] = self.metrics.summary()
+
+
+FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver]
