@@ -46,7 +46,7 @@ class RuleSet:
         if lang and lang != "en":
             over = self.locales.get(lang, {}).get(rule["id"])
             if over:
-                fixes = [dict(f, **{"title": o["title"], "detail": o["detail"]})
+                fixes = [dict(f, **{k: o[k] for k in ("title", "detail", "when") if o.get(k)})
                          for f, o in zip(rule["fixes"], over["fixes"])]
                 base = {"title": over["title"], "message": over["message"], "explain": over["explain"],
                         "fixes": fixes, "tags": list(rule["tags"]) + list(over.get("tags", []))}

@@ -127,6 +127,7 @@ class Rule(_Strict):
 class LocaleFix(_Strict):
     title: StrictStr
     detail: StrictStr
+    when: Optional[StrictStr] = None
 
 
 class LocaleExplain(_Strict):

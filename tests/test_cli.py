@@ -139,7 +139,7 @@ def test_malformed_user_rule_is_reported_with_position(cli, tmp_path):
     d.mkdir(parents=True)
     (d / "broken.yaml").write_text("id: broken\ncategory: cuda-oom\ntitle: [unclosed\n")
     err = _one_line_error(cli("--rules", str(tmp_path / "myrules"), "-", input=OOM))
-    assert "broken.yaml:3:" in err and "invalid YAML" in err
+    assert "broken.yaml:4:1: invalid YAML" in err
 
 
 def test_catastrophic_regex_in_user_rule_is_rejected(cli, tmp_path):
