@@ -13,10 +13,13 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Optional, Union
 
 from .errors import InputError, LlmtriageError, RuleLoadError
 from .findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
+
+if TYPE_CHECKING:
+    from .matcher import Engine
 
 __version__ = "0.1.0"
 __all__ = ["analyze", "triage", "scan_source", "get_engine", "load_rules", "Report", "Finding", "ExceptionInfo", "Frame", "Engine",

@@ -5,7 +5,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+
 
 import click
 
@@ -65,7 +65,6 @@ def verify(names, device, fmt, save_dir, jobs, record, record_file, list_only, q
         click.echo(json.dumps(V.to_json(outcomes, env, seconds), indent=2, ensure_ascii=False))
     else:
         click.echo(V.format_table(outcomes, seconds, env))
-    ran = [o for o in outcomes if not o.skipped]
     sys.exit(EXIT_OK if all(o.ok for o in outcomes) else EXIT_FINDINGS)
 
 

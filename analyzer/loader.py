@@ -17,7 +17,8 @@ from typing import Any, Iterable, Optional
 
 from .errors import RuleLoadError
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
+VERIFIED_FILE = "verified.json"
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
@@ -33,6 +34,7 @@ class RuleSet:
     locales: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     taxonomy: dict[str, str] = field(default_factory=dict)
     dirs: tuple[str, ...] = ()
+    verified: dict[str, Any] = field(default_factory=dict)   # rules/verified.json "fixes" (by verify --record)
 
     def __post_init__(self) -> None:
         self.by_id = {r["id"]: r for r in self.rules}
@@ -118,6 +120,8 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
     tax = _taxonomy_path(dirs) if builtin else None
     if tax is not None and tax.exists():
         files.append(tax)
+    if builtin and (dirs[0] / VERIFIED_FILE).exists():
+        files.append(dirs[0] / VERIFIED_FILE)
     cache = _cache_dir() if use_cache else None
     key = None
     if cache is not None:
@@ -135,7 +139,7 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
             tmp = cache / f".rules-{key}.{os.getpid()}.tmp"
             with open(tmp, "wb") as fh:
                 pickle.dump({"rules": ruleset.rules, "locales": ruleset.locales, "taxonomy": ruleset.taxonomy,
-                             "dirs": ruleset.dirs}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                             "dirs": ruleset.dirs, "verified": ruleset.verified}, fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, cache / f"rules-{key}.pickle")
         except OSError:
             pass
@@ -191,7 +195,34 @@ def validate_dirs(dirs: list[Path], *, builtin: bool = True) -> RuleSet:
     if problems:
         raise RuleLoadError(problems)
     rules.sort(key=lambda r: r["id"])
-    return RuleSet(rules=rules, locales=locales, taxonomy=taxonomy, dirs=tuple(str(d) for d in dirs))
+    return RuleSet(rules=rules, locales=locales, taxonomy=taxonomy, dirs=tuple(str(d) for d in dirs),
+                   verified=load_verified(builtin_rules_dir() / VERIFIED_FILE))
+
+
+def load_verified(path: Path) -> dict[str, Any]:
+    """The "fixes" table of rules/verified.json (written only by `llmtriage verify --record`)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    fixes = data.get("fixes") if isinstance(data, dict) else None
+    return fixes if isinstance(fixes, dict) else {}
+
+
+def best_verification(entry: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The run to show for one verified.json entry: a verified device first (GPU before CPU)."""
+    if not isinstance(entry, dict):
+        return None
+    runs = entry.get("devices") or {}
+    best = None
+    for dev in sorted(runs, key=lambda d: (d == "cpu", d)):
+        rec = dict(runs[dev], device=dev)
+        if rec.get("verified") is True:
+            return rec
+        best = best or rec
+    return best
 
 
 def _fmt(path: Path, line: int, col: int, rid: Optional[str], key: str, problem: str) -> str:

@@ -21,8 +21,9 @@ BLOCK = 64 * 1024
 MAX_LINE = 1024 * 1024
 EVIDENCE_CAP = 16 * 1024
 
-_ANSI_B = re.compile(rb"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-_ANSI_S = re.compile(r"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# An OSC sequence (`ESC ] ... BEL`) never spans a newline: eating one would shift every line number after it.
+_ANSI_B = re.compile(rb"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_ANSI_S = re.compile(r"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
 def iter_blocks(fh: BinaryIO, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[tuple[bytes, bool]]:

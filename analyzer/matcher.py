@@ -373,10 +373,21 @@ class Engine:
                 rule_id=rule["id"], category=rule["category"], severity=rule["severity"], title=text["title"],
                 message=render_template(text["message"], caps), line=st.first_line, evidence=pre.text.strip()[:2000],
                 rank=rank, count=st.count, captures=caps, cause=text["explain"]["why"],
-                explanation=text["explain"]["what"], fixes=[_fix(f) for f in text["fixes"]], role=rule["role"],
+                explanation=text["explain"]["what"], fixes=[self._fix(f) for f in text["fixes"]], role=rule["role"],
                 confidence=rule["confidence"], priority=rule["priority"], last_line=st.last_line,
                 ranks=sorted(st.ranks), references=list(rule["references"]),
             ))
+        return out
+
+    def _fix(self, f: dict[str, Any]) -> dict[str, Any]:
+        out = _fix(f)
+        if f.get("verified_by"):
+            from .loader import best_verification
+
+            rec = best_verification(getattr(self.ruleset, "verified", {}).get(f["verified_by"]))
+            out["verified"] = bool(rec and rec.get("verified") is True)
+            if rec:
+                out["verification"] = {k: rec.get(k) for k in ("device", "torch", "transformers", "date")}
         return out
 
     def _unknown(self, exc: ExceptionInfo) -> Finding:

@@ -20,11 +20,12 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
 
 Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the environment variable
 `LLMTRIAGE_METRIC_<NAME>` (e.g. `LLMTRIAGE_METRIC_SPIKE_FACTOR=5`) or `configure(name=value)`):
-  full_records       1000  records parsed in full before sampling starts
+  full_records       400   records parsed in full before sampling starts
   sample_every       4     then the first and last record of every N-th ~64 KiB block
   nan_error_min      2     non-finite records that make metric-nan-loss an error (also: the last record)
   overflow_min       8     loss-scale overflows before metric-fp16-overflow fires
-  overflow_ratio     0.5   ... and overflows per logged step at least this (or the scale reached <= 1)
+  overflow_ratio     0.5   ... and overflows per logged step at least this, still overflowing in the second
+                           half of the log (start-up calibration is normal), or the scale reached <= 1
   flat_min_records   8     consecutive records with a flat loss for metric-flat-loss
   flat_rel           1e-4  "flat": (max - min) <= flat_rel * |mean| + flat_abs
   flat_abs           1e-6
@@ -33,7 +34,7 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   fall_within        100   ... within this many steps (or records when steps are unknown) ...
   fall_from          1.0   ... from a first logged loss at least this
   fall_strong        0.01  below this (with a flat grad_norm) the finding is an error
-  grad_flat_ratio    3.0   grad_norm "stays flat": max/min over the fall <= this
+  grad_flat_ratio    2.0   grad_norm "stays flat": max/min over the fall <= this
   spike_factor       3.0   metric-loss-spike: loss > spike_factor x median of the previous records ...
   spike_abs          1.0   ... and exceeds that median by at least spike_abs
   spike_history      16    records in the rolling median
@@ -67,7 +68,7 @@ def _compile(pattern: bytes) -> Any:
 
 @dataclass
 class Thresholds:
-    full_records: int = 1000
+    full_records: int = 400
     sample_every: int = 4
     head_records: int = 256
     window: int = 512
@@ -82,7 +83,7 @@ class Thresholds:
     fall_within: int = 100
     fall_from: float = 1.0
     fall_strong: float = 0.01
-    grad_flat_ratio: float = 3.0
+    grad_flat_ratio: float = 2.0
     spike_factor: float = 3.0
     spike_abs: float = 1.0
     spike_history: int = 16
@@ -117,7 +118,8 @@ def configure(**values: Any) -> Thresholds:
 
 _NUM = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[Nn]a[Nn]|[Ii]nf(?:inity)?))"""
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
-ANCHOR = _compile(rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?loss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]""")
+_ANCHOR_SRC = rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?loss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]"""
+ANCHOR = _compile(_ANCHOR_SRC)
 _STEP = re.compile(rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?""")
 _BAR = re.compile(rb"\|\s*([0-9]+)/([0-9]+) \[")
 _VERFLOW = _compile(rb"verflow")
@@ -212,11 +214,11 @@ class MetricTracker:
         self.sampled = False
         self.last_step: Optional[int] = None
         self.max_steps: Optional[int] = None
-        self._bar_step: Optional[int] = None
         self._prev: Optional[tuple[bytes, bytes, int]] = None
         self.pending: list[tuple[Record, int]] = []
         self._blocks = 0
         self._unsampled: Optional[tuple[bytes, bytes, int]] = None
+        self._skipped: list[tuple[bytes, bytes, int]] = []    # blocks since the last sampled one
 
     # ---------------------------------------------------------------- feeding
     def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None) -> Record:
@@ -271,9 +273,11 @@ class MetricTracker:
         self._blocks += 1
         if self._blocks % max(1, th.sample_every):
             self._unsampled = (lines, view, line_base)
+            self._skipped.append(self._unsampled)
             return
         self._unsampled = None
         self._sample_block(lines, view, line_base)
+        self._skipped.clear()
 
     def flush(self, end_base: int) -> None:
         """At the end of the log: sample the last block if it was skipped, resolve deferred lines."""
@@ -282,32 +286,43 @@ class MetricTracker:
             self._unsampled = None
         self.resolve(end_base)
 
+    def _find_record(self, view: bytes, lo: int, hi: int, reverse: bool) -> Optional[tuple[int, tuple]]:
+        """The first (or last) metric line whose "loss" lies in view[lo:hi]: C-level find, a few tries."""
+        for _ in range(4):
+            pos = view.rfind(b"loss", lo, hi) if reverse else view.find(b"loss", lo, hi)
+            if pos < 0:
+                return None
+            ls, le = self._line_bounds(view, pos)
+            parsed = parse_line(view[ls:le])
+            if parsed is not None:
+                return ls, parsed
+            if reverse:
+                hi = ls
+            else:
+                lo = le
+        return None
+
     def _sample_block(self, lines: bytes, view: bytes, line_base: int) -> None:
         before = self.first_nonfinite
         n = len(view)
-        m = ANCHOR.search(view)
-        if m is not None:
-            ls, le = self._line_bounds(view, m.start())
-            parsed = parse_line(view[ls:le])
-            if parsed is not None:
-                self.add(line_base + lines.count(b"\n", 0, ls), parsed,
-                         self._bar_before(view, ls) if parsed[0] is None else None)
-            last = None
-            for last in ANCHOR.finditer(view, max(le, n - 2048)):
-                pass
+        first = self._find_record(view, 0, n, False)
+        if first is not None:
+            ls, parsed = first
+            self.add(line_base + lines.count(b"\n", 0, ls), parsed,
+                     self._bar_before(view, ls) if parsed[0] is None else None)
+            last = self._find_record(view, max(view.find(b"\n", ls) + 1, n - 4096), n, True)
             if last is not None:
-                ls, le = self._line_bounds(view, last.start())
-                parsed = parse_line(view[ls:le])
-                if parsed is not None:
-                    rec = self.add(0, parsed, self._bar_before(view, ls) if parsed[0] is None else None)
-                    self.pending.append((rec, lines.count(b"\n", ls)))
+                ls, parsed = last
+                rec = self.add(0, parsed, self._bar_before(view, ls) if parsed[0] is None else None)
+                self.pending.append((rec, lines.count(b"\n", ls)))
         if before is None and self.first_nonfinite is not None:
             # the first non-finite sample: parse the previous block and this one in full for the exact step
             found, self.first_nonfinite = self.first_nonfinite, None
-            if self._prev is not None:
-                self._parse_all(*self._prev, count=False)
-            if self.first_nonfinite is None:
-                self._parse_all(lines, view, line_base, count=False)
+            for blk in list(self._skipped) + [(lines, view, line_base)]:
+                if blk[2] <= found.line or found.line == 0:
+                    self._parse_all(*blk, count=False)
+                if self.first_nonfinite is not None:
+                    break
             if self.first_nonfinite is None:
                 self.first_nonfinite = found
         self._prev = (lines, view, line_base)
@@ -318,14 +333,15 @@ class MetricTracker:
         return ls, (len(view) if le < 0 else le)
 
     def _bar_before(self, view: bytes, ls: int) -> Optional[int]:
+        """The step of the last tqdm bar in the 1 KiB before a record without its own step."""
         m = None
         for m in _BAR.finditer(view, max(0, ls - 1024), ls):
             pass
-        if m is not None:
-            self._bar_step = int(m.group(1))
-            if self.max_steps is None or int(m.group(2)) > self.max_steps:
-                self.max_steps = int(m.group(2))
-        return self._bar_step
+        if m is None:
+            return None
+        if self.max_steps is None or int(m.group(2)) > self.max_steps:
+            self.max_steps = int(m.group(2))
+        return int(m.group(1))
 
     def _parse_all(self, lines: bytes, view: bytes, line_base: int, count: bool = True) -> None:
         last_ls = -1
@@ -450,7 +466,9 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     if t.overflows >= th.overflow_min:
         ratio = t.overflows / max(1, t.count) if t.count else 1.0
         floor = t.min_scale is not None and t.min_scale <= 1
-        if ratio >= th.overflow_ratio or floor or t.count == 0:
+        # not only start-up calibration: still overflowing in the second half of the logged steps
+        persists = not recs or t.overflow_last_line >= (recs[0].line + recs[-1].line) / 2
+        if (ratio >= th.overflow_ratio and persists) or floor:
             out.append(Anomaly("overflow", "fp16-overflow", "error", t.overflow_first_line, t.overflow_last_line,
                                None, t.overflows, {"overflows": t.overflows, "records": t.count,
                                                    "min_scale": _fmt(t.min_scale), "last_scale": _fmt(t.last_scale)}))
@@ -487,15 +505,22 @@ def detect(t: MetricTracker) -> list[Anomaly]:
             if span > th.fall_within:
                 break
             if r.loss < th.fall_below:  # type: ignore[operator]
-                win = [x.grad_norm for x in finite if x.index <= r.index and _finite(x.grad_norm)]
+                # how low it goes within the same span from the start
+                span_recs = [x for x in finite if (
+                    (x.step - first.step) if (x.step is not None and first.step is not None) else (x.index - first.index)
+                ) <= th.fall_within]
+                low = min((x.loss for x in span_recs if x.index >= r.index), default=r.loss)  # type: ignore[type-var]
+                win = [x.grad_norm for x in span_recs if _finite(x.grad_norm)]
                 gflat = bool(win) and min(win) > 0 and max(win) / min(win) <= th.grad_flat_ratio
-                strong = r.loss <= th.fall_strong and gflat  # type: ignore[operator]
+                strong = low <= th.fall_strong and gflat  # type: ignore[operator]
                 out.append(Anomaly("fall", "loss-suspicious", "error" if strong else "warning", r.line, r.line,
                                    r.step, 1, {"from_loss": _fmt(first.loss), "from": first.at, "loss": _fmt(r.loss),
-                                               "at": r.at, "span": span, "grad_flat": gflat,
+                                               "at": r.at, "span": span, "grad_flat": gflat, "min_loss": _fmt(low),
                                                "grad_norm": _fmt(win[-1]) if win else None,
                                                "unit": "steps" if r.step is not None and first.step is not None else "records"}))
                 break
+    if any(a.kind == "fall" for a in out):
+        out = [a for a in out if a.kind != "flat"]     # a plateau near zero after the fall is the same story
     # spikes
     if t.spikes and t.first_spike is not None:
         r, med = t.first_spike
@@ -529,9 +554,9 @@ _TEXT = {
     },
     "fall": {
         "en": ("Loss fell implausibly fast to near zero",
-               "loss fell from {from_loss} ({from}) to {loss} at {at}, within {span} {unit}[; grad_norm stays flat at ~{grad_norm}]"),
+               "loss fell from {from_loss} ({from}) to {loss} at {at}, within {span} {unit}, and on to {min_loss}[; grad_norm stays flat at ~{grad_norm}]"),
         "zh": ("loss 下降快得可疑，接近 0",
-               "loss 在 {span} 个{unit}内从 {from_loss}（{from}）掉到 {loss}（{at}）[；grad_norm 平稳在 ~{grad_norm}]"),
+               "loss 在 {span} 个{unit}内从 {from_loss}（{from}）掉到 {loss}（{at}），随后低至 {min_loss}[；grad_norm 平稳在 ~{grad_norm}]"),
     },
     "spike": {
         "en": ("Loss spikes during training",

@@ -29,10 +29,10 @@ class TrainingObserver:
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
         self.metrics.flush(end)
-        self.phase.resolve(end)
+        self.phase.flush(end)
         anomalies = detect(self.metrics)
         findings.extend(to_findings(anomalies, findings, self.lang))
-        self.phase.finish(report, findings, self.metrics.last_step)
+        self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()
 

@@ -5,8 +5,8 @@
 Cost on big logs: the phase only matters at the end of a log, so markers are searched with one
 compiled regex over every block of the first `HEAD_BYTES` of a log, over every `MIDDLE_STRIDE`-th
 block after that, and over the last `TAIL_BLOCKS` blocks (kept by reference, scanned at finish).
-Training evidence (tqdm step counters, metric records) comes from the last lines of each block via
-`bytes.rfind`, which is cheap. The latest marker wins; when nothing is marked, the category of
+Training evidence (tqdm step counters, metric records) comes from the last lines of every
+`PROGRESS_STRIDE`-th block (and of the last block) via `bytes.rfind` on its last 4 KiB. The latest marker wins; when nothing is marked, the category of
 the root-cause finding decides (e.g. a ModuleNotFoundError means `environment`).
 """
 from __future__ import annotations
@@ -20,8 +20,9 @@ from .metrics import _BAR, _STEP, _compile
 
 PHASES = ("environment", "launch", "model-loading", "data-loading", "training", "evaluation",
           "checkpoint-save", "generation", "unknown")
-HEAD_BYTES = 8 << 20
-MIDDLE_STRIDE = 8
+HEAD_BYTES = 2 << 20
+MIDDLE_STRIDE = 16
+PROGRESS_STRIDE = 4
 TAIL_BLOCKS = 6
 
 _MARKERS: list[tuple[str, bytes]] = [
@@ -29,7 +30,8 @@ _MARKERS: list[tuple[str, bytes]] = [
                     rb"Checking (?:the )?environment|env(?:ironment)? info"),
     ("launch", rb"Initializing (?:torch\.)?distributed|init_process_group|Setting ds_accelerator|NCCL INFO Bootstrap|"
                rb"store_based_barrier|Starting elastic_operator|torch\.distributed\.run|Rendezvous|rendezvous|"
-               rb"\[Gloo\] Rank|Distributed environment|NCCL version|Using network "),
+               rb"\[Gloo\] Rank|Distributed environment|NCCL version|Using network |distributed/run\.py|\[c10d\]|"
+               rb"MASTER_ADDR|rdzv_|DistNetworkError"),
     ("model-loading", rb"Loading checkpoint shards|loading weights file|loading configuration file|Some weights of|"
                       rb"All model checkpoint weights were used|Instantiating [A-Za-z]+ model|Loading model|"
                       rb"load(?:ing)? (?:the )?model|Loading weights|Model loaded|loading file tokenizer|"
@@ -51,6 +53,7 @@ _MARKERS: list[tuple[str, bytes]] = [
 _KIND_OF_GROUP = [k for k, _ in _MARKERS]
 MARKERS = _compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
 _MARKERS_PY = re.compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
+_TOTAL_STEPS = re.compile(rb"Total optimization steps = ([0-9,]+)")
 _LABEL_PREFIX = re.compile(r"^(?:\S+: )?(?:\[[^\]]*\]:?\s*)*")
 _BAR_LABEL = re.compile(rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|")
 
@@ -76,6 +79,9 @@ _CATEGORY_PHASE = {
 }
 
 
+_METRIC_CATEGORIES = {"nan-loss", "no-grad", "loss-suspicious", "fp16-overflow"}
+
+
 def classify_bar(label: str) -> Optional[str]:
     for kind, pat in _LABEL_KIND:
         if pat.search(label):
@@ -93,8 +99,9 @@ class PhaseTracker:
         self.last_step: Optional[int] = None
         self.step_line = 0
         self.train_total: Optional[int] = None
+        self._bar_seq = True
         self.tail: deque[tuple[bytes, bytes, int]] = deque(maxlen=TAIL_BLOCKS)
-        self._tail_scanned = False
+        self._unprogressed: Optional[tuple[bytes, bytes]] = None
 
     def _note(self, line: Any, phase: str) -> None:
         """`line` is an int, or a one-element list filled in when the next block gives the base."""
@@ -117,52 +124,82 @@ class PhaseTracker:
         self.pending.clear()
 
     def _markers(self, lines: bytes, view: bytes, line_base: Optional[int]) -> None:
-        last_kind = None
-        last_pos = -1
+        """Note every change of marker kind in the block (markers are rare; one pass to count lines)."""
+        changes: list[tuple[int, int]] = []
+        prev = None
         for m in MARKERS.finditer(view):
-            last_pos, last_kind = m.start(), m.lastindex
-        if last_kind is None:
+            k = m.lastindex
+            if k != prev:
+                changes.append((m.start(), k))
+                prev = k
+        if not changes:
             return
-        if not isinstance(last_kind, int):  # pragma: no cover - a regex module without lastindex
-            mm = _MARKERS_PY.search(view, last_pos)
-            last_kind = mm.lastindex if mm else None
-            if last_kind is None:
-                return
-        ls = view.rfind(b"\n", 0, last_pos) + 1
-        line: Any = line_base + lines.count(b"\n", 0, ls) if line_base is not None else self._deferred(lines, ls)
-        self._note(line, _KIND_OF_GROUP[last_kind - 1])
+        if not isinstance(changes[0][1], int):  # pragma: no cover - a regex module without lastindex
+            return
+        if b"optimization steps" in view:
+            t = _TOTAL_STEPS.search(view)
+            if t:
+                self.train_total = int(t.group(1).replace(b",", b""))
+        counted = nl = 0
+        for pos, k in changes:
+            ls = view.rfind(b"\n", 0, pos) + 1
+            if line_base is not None:
+                nl += lines.count(b"\n", counted, ls)
+                counted = ls
+                line: Any = line_base + nl
+            else:
+                line = self._deferred(lines, ls)
+            self._note(line, _KIND_OF_GROUP[k - 1])
+
+    def _bar(self, lines: bytes, view: bytes, pos: int) -> Optional[str]:
+        """Classify the tqdm bar around `pos`; updates the training step. Returns its phase."""
+        ls = view.rfind(b"\n", 0, pos) + 1
+        le = view.find(b"\n", pos)
+        seg = view[ls:le if le >= 0 else len(view)]
+        lab = _BAR_LABEL.search(seg)
+        if lab is None:
+            return None
+        b = _BAR.search(seg)
+        label = _LABEL_PREFIX.sub("", lab.group(1).decode("utf-8", "replace")).strip()   # drop rank / host prefixes
+        kind = classify_bar(label)
+        if kind == "training" and not label and not self._training_seen():
+            return None     # an unlabelled bar before any training evidence (tokenising, shards ...)
+        if kind == "training" and b is not None:
+            n, total = int(b.group(1)), int(b.group(2))
+            if not label and self.train_total and total != self.train_total:
+                kind = "evaluation" if self.last is not None and self.last[1] == "evaluation" else None
+            else:
+                if self.train_total is None:
+                    self.train_total = total
+                if total == self.train_total or label:
+                    self.last_step = n if self.last_step is None or self._bar_seq else max(n, self.last_step)
+        return kind
 
     def _progress(self, lines: bytes, view: bytes) -> None:
-        """The last tqdm bar / step line of the block: its label says the phase, its counter the step."""
+        """The last tqdm bars / step line of the block: the label says the phase, the counter the step."""
         off = max(0, len(view) - 4096)
-        pos = max(view.rfind(b"/s]", off), view.rfind(b"it/s,", off), view.rfind(b"s/it,", off))
+        hi = len(view)
+        first_kind = None
+        first_pos = -1
+        for _ in range(3):      # the last few bars: the last training one gives the step
+            pos = max(view.rfind(b"/s]", off, hi), view.rfind(b"/it]", off, hi), view.rfind(b"it/s,", off, hi),
+                      view.rfind(b"s/it,", off, hi))
+            if pos < 0:
+                break
+            kind = self._bar(lines, view, pos)
+            if first_pos < 0:
+                first_pos, first_kind = pos, kind
+            if kind == "training" and self.last_step is not None:
+                break
+            hi = view.rfind(b"\n", off, pos)
+            if hi < 0:
+                break
         st_pos = max(view.rfind(b"'loss'", off), view.rfind(b"iteration ", off), view.rfind(b"step=", off),
                      view.rfind(b"Step ", off), view.rfind(b"step ", off), view.rfind(b"global_step", off))
-        if pos >= 0:
-            ls = view.rfind(b"\n", 0, pos) + 1
-            le = view.find(b"\n", pos)
-            seg = view[ls:le if le >= 0 else len(view)]
-            lab = _BAR_LABEL.search(seg)
-            b = _BAR.search(seg)
-            label = lab.group(1).decode("utf-8", "replace") if lab else ""
-            label = _LABEL_PREFIX.sub("", label).strip()       # drop rank / host prefixes
-            kind = classify_bar(label) if lab else None
-            if kind == "training" and not label and not self._training_seen():
-                kind = None     # an unlabelled bar before any training evidence (tokenising, shards ...)
-            if kind is not None:
-                if kind == "training" and b is not None:
-                    n, total = int(b.group(1)), int(b.group(2))
-                    if self.last is not None and self.last[1] == "evaluation" and self.train_total \
-                            and total != self.train_total and not label:
-                        kind = "evaluation"
-                    else:
-                        if self.train_total is None:
-                            self.train_total = total
-                        if total == self.train_total or label:
-                            self.last_step = n
-                if self.last is None or self.last[1] != kind:
-                    self._note(self._deferred(lines, ls), kind)
-        if st_pos >= 0 and st_pos > pos:
+        if first_kind is not None and (st_pos < first_pos):
+            if self.last is None or self.last[1] != first_kind:
+                self._note(self._deferred(lines, view.rfind(b"\n", 0, first_pos) + 1), first_kind)
+        if st_pos >= 0 and st_pos > first_pos:
             ls = view.rfind(b"\n", 0, st_pos) + 1
             le = view.find(b"\n", st_pos)
             seg = view[ls:le if le >= 0 else len(view)]
@@ -186,7 +223,11 @@ class PhaseTracker:
             self._markers(lines, view, None)
         else:
             self.tail.append((lines, view, line_base))
-        self._progress(lines, view)
+        if in_head or self.block_no % PROGRESS_STRIDE == 0:
+            self._progress(lines, view)
+            self._unprogressed = None
+        else:
+            self._unprogressed = (lines, view)
 
     def phase_at(self, line: Optional[int]) -> Optional[str]:
         """The phase in force at `line` (the latest marker at or before it); the last one when None."""
@@ -202,18 +243,34 @@ class PhaseTracker:
             best = ph
         return best
 
-    def finish(self, report: Any, findings: list[Any], metric_step: Optional[int] = None) -> None:
+    def flush(self, end_base: int) -> None:
+        """At the end of the log: read the progress of the last block if it was skipped; resolve lines."""
+        if self._unprogressed is not None:
+            self._progress(*self._unprogressed)
+            self._unprogressed = None
+        self.resolve(end_base)
+
+    def finish(self, report: Any, findings: list[Any], metric_step: Optional[int] = None,
+               records: Optional[list[Any]] = None) -> None:
         for lines, view, base in self.tail:
             self._markers(lines, view, base)
         self.tail.clear()
         for ev in self.events:
             if isinstance(ev[0], list):
                 ev[0] = ev[0][0]
-        step = self.last_step if self.last_step is not None else metric_step
+        steps = [x for x in (self.last_step, metric_step) if x is not None]
+        step = max(steps) if steps else None
         errs = sorted((f for f in findings if f.severity == "error"), key=lambda f: f.sort_key())
         top = errs[0] if errs else None
         phase = self.phase_at(top.line if top is not None else None)
+        if top is not None and records and phase not in ("evaluation", "checkpoint-save", "generation"):
+            # metric records between the last marker and the failing line: it died in a training step
+            since = max((ln for ln, _ in self.events if isinstance(ln, int) and ln <= top.line), default=0)
+            if any(since < r.line <= top.line for r in records):
+                phase = "training"
         fallback = _CATEGORY_PHASE.get(top.category) if top is not None else None
+        if top is not None and top.category in _METRIC_CATEGORIES and phase != "evaluation":
+            phase = fallback   # a metric/NaN/overflow finding is a training step whatever the last marker
         if phase is None:
             phase = fallback or ("training" if step is not None else None)
         elif fallback == "environment" and phase == "launch":

@@ -132,7 +132,12 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                 if f.fixes:
                     out.write(f"  {st(L['fixes'], 'bold')}:\n")
                     for n, fx in enumerate(f.fixes, 1):
-                        mark = f" {st('✔ ' + L['verified'], 'green')}" if fx.get("verified") else ""
+                        mark = ""
+                        if fx.get("verified"):
+                            v = fx.get("verification") or {}
+                            how = ", ".join(x for x in (v.get("device"), v.get("torch") and f"torch {v['torch']}",
+                                                        v.get("transformers") and f"transformers {v['transformers']}") if x)
+                            mark = f" {st('✔ ' + L['verified'] + (f' ({how})' if how else ''), 'green')}"
                         out.write(f"    {n}. {st(fx['title'], 'bold')}{mark}\n")
                         out.write(f"       {_wrap(fx['detail'], 7)}\n")
                         if fx.get("when"):

@@ -366,17 +366,9 @@ def verification_for(verified_by: Optional[str], data: Optional[dict] = None) ->
     if not verified_by:
         return None
     data = load_verified() if data is None else data
-    entry = (data.get("fixes") or {}).get(verified_by)
-    if not entry:
-        return None
-    runs = entry.get("devices") or {}
-    best = None
-    for dev in sorted(runs, key=lambda d: (d == "cpu", d)):
-        rec = dict(runs[dev], device=dev)
-        if rec.get("verified"):
-            return rec
-        best = best or rec
-    return best
+    from .loader import best_verification
+
+    return best_verification((data.get("fixes") or {}).get(verified_by))
 
 
 def record(outcomes: list, env: dict, path: Optional[Path] = None) -> Path:

@@ -40,13 +40,11 @@ def locate(node: Optional[yaml.Node], loc: Sequence[Any]) -> tuple[int, int]:
     if node is None:
         return 1, 1
     best = node
-    key_pos: Optional[yaml.Node] = None
     for part in loc:
-        key_pos = None
         if isinstance(best, yaml.MappingNode):
             for k, v in best.value:
                 if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                    best, key_pos = v, k
+                    best = v
                     break
             else:
                 break

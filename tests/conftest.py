@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# Nothing in the test suite may reach the network (reproducers and the Trainer test build tiny models
+# in-process); set before anything imports transformers / huggingface_hub, which read it at import.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 SHARED = ROOT.parent / "shared"

@@ -1,8 +1,6 @@
 """The real CLI in a child process: stdin, exit codes, formats and hostile input."""
 import json
-import os
 import random
-import resource
 import subprocess
 import sys
 from pathlib import Path

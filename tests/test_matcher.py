@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from llmtriage import scan_source
-from llmtriage.loader import validate_dirs, builtin_rules_dir
+from llmtriage.loader import validate_dirs
 from llmtriage.matcher import Engine, render_template
 
 DATA = Path(__file__).parent / "data"
@@ -118,3 +118,22 @@ def test_captures_missing_on_the_first_hit_come_from_later_hits(small):
     log = ("RuntimeError: CUDA out of memory.\n" + OOM + "\n")
     f = scan(small, log).findings[0]
     assert f.line == 1 and f.count == 2 and f.captures["gpu"] == "5" and "GPU 5" in f.message
+
+
+def test_fixes_are_marked_verified_only_from_recorded_runs(small):
+    import copy
+
+    from llmtriage.loader import RuleSet
+
+    rules = copy.deepcopy(small.rules)
+    rule = next(r for r in rules if r["id"] == "test-cuda-oom")
+    rule["fixes"][0]["verified_by"] = "oom:accum"
+    rule["fixes"][1]["verified_by"] = "oom:gc"
+    verified = {"oom:accum": {"devices": {"cpu": {"verified": True, "torch": "2.13.0"},
+                                          "cuda": {"verified": False, "torch": "2.13.0"}}},
+                "oom:gc": {"devices": {"cpu": {"verified": False}}}}
+    rs = RuleSet(rules=rules, taxonomy=small.taxonomy, verified=verified)
+    fixes = scan(rs, OOM + "\n").findings[0].fixes
+    assert fixes[0]["verified"] is True and fixes[0]["verification"]["device"] == "cpu"
+    assert fixes[1]["verified"] is False
+    assert "verified" not in fixes[2]

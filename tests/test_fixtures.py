@@ -1,0 +1,68 @@
+"""Full-log fixtures: the folder names the expected category; goldens pin the whole report.
+
+fixtures/<category>/<slug>.log   top finding must have that category
+fixtures/healthy/<slug>.log      no error-severity finding
+fixtures/unknown/<slug>.log      top finding is `unknown`
+`<slug>.expected.json` beside a log is compared with the report (`pytest --update-golden` rewrites).
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from llmtriage import reports_to_dict, scan_source
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+# fixtures/jobs/ holds multi-rank job folders (tests/test_jobs.py); fixtures/reproduced/ genuine reproducer
+# logs (tests/test_reproducers.py checks them against their .meta.yaml).
+LOGS = sorted(p for p in FIXTURES.rglob("*.log") if p.relative_to(FIXTURES).parts[0] != "jobs")
+
+
+def _golden_view(report):
+    d = reports_to_dict([report])["reports"][0]
+    return {
+        "findings": [{k: f[k] for k in ("rule_id", "category", "severity", "line", "count", "rank", "message")}
+                     for f in d["findings"]],
+        "exception": d["exception"]["type"] if d["exception"] else None,
+    }
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[str(p.relative_to(FIXTURES)) for p in LOGS])
+def test_fixture(engine, path, request):
+    report = scan_source(engine, path, name=path.name)
+    folder = path.relative_to(FIXTURES).parts[0]
+    errors = [f for f in report.findings if f.severity == "error"]
+    if folder == "healthy":
+        assert not errors, [f.rule_id for f in errors]
+    elif folder in ("reproduced", "jobs"):
+        pass  # genuine reproducer logs are checked by test_reproducers / their meta files
+    else:
+        assert errors, "no error finding"
+        assert errors[0].category == folder, [(f.rule_id, f.category) for f in errors[:3]]
+        assert report.findings[0] is errors[0]
+    golden = path.with_suffix(".expected.json")
+    view = _golden_view(report)
+    if request.config.getoption("--update-golden") or not golden.exists():
+        golden.write_text(json.dumps(view, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert view == json.loads(golden.read_text(encoding="utf-8"))
+
+
+def test_every_rule_is_top_of_a_fixture(engine, ruleset):
+    tops = set()
+    for path in LOGS:
+        rep = scan_source(engine, path, name=path.name)
+        if rep.findings:
+            tops.add(rep.findings[0].rule_id)
+    missing = sorted(r["id"] for r in ruleset.rules if r["id"] not in tops)
+    assert not missing, f"rules that are the top finding of no fixture: {missing}"
+
+
+def test_fast_path_equals_reference_path_on_every_fixture(ruleset):
+    from llmtriage.matcher import Engine
+
+    fast, ref = Engine(ruleset, mode="auto"), Engine(ruleset, mode="reference")
+    for path in LOGS:
+        a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(fast, path).findings]
+        b = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(ref, path).findings]
+        assert a == b, path

@@ -1,0 +1,79 @@
+"""Phase and last step for every report (report.extra['phase'], report.extra['step'])."""
+from __future__ import annotations
+
+import pytest
+
+from llmtriage import scan_source
+from llmtriage.phase import PHASES, classify_bar
+
+TB = ("Traceback (most recent call last):\n  File \"/home/u/train.py\", line 88, in <module>\n    main()\n")
+
+CASES = {
+    "environment": ("Python 3.10.12\nCollecting flash-attn\n" + TB + "ModuleNotFoundError: No module named 'flash_attn'\n", None),
+    "launch": ("W0501 10:00:00.000 1234 torch/distributed/run.py:779] Setting OMP_NUM_THREADS environment variable\n"
+               "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n"
+               "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500\n", None),
+    "model-loading": ("loading configuration file config.json\nLoading checkpoint shards:  33%|###3      | 1/3 [00:04<00:09,  4.51s/it]\n"
+                      + TB + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.64 GiB of which 20.00 MiB is free.\n", None),
+    "data-loading": ("Loading checkpoint shards: 100%|##########| 2/2 [00:03<00:00,  1.6s/it]\n"
+                     "Running tokenizer on dataset:  12%|#2        | 1000/8000 [00:02<00:14, 480.00 examples/s]\n"
+                     + TB + "pyarrow.lib.ArrowInvalid: JSON parse error: Missing a closing quotation mark in string. in row 12\n", None),
+    "training": ("***** Running training *****\n  Total optimization steps = 1000\n"
+                 "  1%|          | 12/1000 [00:30<40:00,  2.4s/it]\n{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 2e-05, 'epoch': 0.01}\n"
+                 "  1%|1         | 13/1000 [00:33<40:00,  2.4s/it]\n" + TB +
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.14 GiB of which 1.00 GiB is free.\n", 13),
+    "evaluation": ("***** Running training *****\n  Total optimization steps = 1000\n"
+                   " 50%|#####     | 500/1000 [20:00<20:00,  2.4s/it]\n***** Running Evaluation *****\n  Num examples = 2000\n"
+                   " 40%|####      | 100/250 [00:30<00:45,  3.3it/s]\n" + TB +
+                   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 79.14 GiB of which 1.00 GiB is free.\n", 500),
+    "checkpoint-save": ("***** Running training *****\n 50%|#####     | 500/1000 [20:00<20:00,  2.4s/it]\n"
+                        "Saving model checkpoint to out/checkpoint-500\n" + TB +
+                        "RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 2348928 vs 2348816\n"
+                        "OSError: [Errno 28] No space left on device\n", 500),
+    "generation": ("INFO 05-01 10:00:00 llm_engine.py:100] Initializing an LLM engine (v0.6.3) with config: model='m'\n"
+                   "Processed prompts:  40%|####      | 40/100 [00:10<00:15, 4.0it/s]\n" + TB +
+                   "ValueError: The decoder prompt (length 9000) is longer than the maximum model length of 8192.\n", None),
+}
+
+
+@pytest.mark.parametrize("phase", list(CASES))
+def test_phase_and_step(engine, phase):
+    text, step = CASES[phase]
+    rep = scan_source(engine, text)
+    assert rep.extra["phase"] == phase, [f.rule_id for f in rep.findings]
+    assert rep.extra["step"] == step
+    assert phase in PHASES
+
+
+def test_unknown_when_nothing_tells(engine):
+    rep = scan_source(engine, "hello\nworld\n")
+    assert rep.extra["phase"] == "unknown" and rep.extra["step"] is None
+
+
+def test_launcher_noise_after_the_crash_does_not_change_the_phase(engine):
+    text = CASES["training"][0] + "".join(
+        f"W0501 10:00:0{i}.000 1 torch/distributed/elastic/multiprocessing/api.py:908] Sending process {i} closing signal SIGTERM\n"
+        for i in range(5)) + "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    assert scan_source(engine, text).extra["phase"] == "training"
+
+
+def test_bar_labels():
+    assert classify_bar("Loading checkpoint shards") == "model-loading"
+    assert classify_bar("Map (num_proc=8)") == "data-loading"
+    assert classify_bar("Evaluating") == "evaluation"
+    assert classify_bar("Processed prompts") == "generation"
+    assert classify_bar("Epoch 3") == "training"
+
+
+def test_json_and_human_output_carry_phase_and_step(engine):
+    import io
+
+    from llmtriage.render import render_human, render_json
+
+    rep = scan_source(engine, CASES["training"][0])
+    out = io.StringIO()
+    render_json([rep], out)
+    assert '"phase": "training"' in out.getvalue() and '"step": 13' in out.getvalue()
+    out = io.StringIO()
+    render_human([rep], out)
+    assert "(training, step 13)" in out.getvalue()

@@ -1,0 +1,311 @@
+"""Hostile input never crashes or hangs llmtriage; secrets never reach the output; interruptions exit cleanly.
+
+- property tests (hypothesis) over the block reader, the normaliser, the prefix splitter and the
+  traceback parser, and over the whole engine: arbitrary bytes never raise, never hang, and every
+  line number points into the input;
+- the fast path (RE2 Set) equals the reference path (per-pattern stdlib `re`) on a generated
+  benchmark-like log (the fixtures are covered by test_fixtures.py);
+- hub tokens, API keys and passwords in evidence are redacted in every output format;
+- a pipe closed early, SIGPIPE on the output and Ctrl-C end with the conventional exit code and no
+  traceback.
+
+No test here is timed: speed is measured by `python benchmarks/run.py` (ratios, in one run).
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from llmtriage import InputError, scan_source
+from llmtriage.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
+                                split_prefix)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "fixtures" / "cuda-oom" / "torchrun-4gpu-sft-backward.log"
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# bytes that stress the reader: newlines, \r bars, ANSI (CSI and OSC), UTF-8 / GBK / invalid bytes,
+# rank prefixes and traceback markers
+_PIECES = [b"\n", b"\r", b"\r\n", b"\x1b[31m", b"\x1b[0m", b"\x1b]0;title\x07", b"\x1b]", b"\x07", b"\x1b\\",
+           b"\x1b", b"[rank3]: ", b"[default1]:", b"0: ", b"node-12: ", b"2024-05-01 12:00:00,123 ",
+           b"Traceback (most recent call last):\n", b'  File "/x/train.py", line 3, in main\n',
+           b"The above exception was the direct cause of the following exception:\n",
+           b"RuntimeError: boom\n", b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+           b"\xe6\x98\xbe\xe5\xad\x98", b"\xcf\xd4\xb4\xe6", b"\xff\xfe", b"\xe2\x96", b"\x00", b"x" * 300, b" ",
+           "█▉ 12%|".encode(), b"frame #3: c10::Error"]
+chunks = st.lists(st.one_of(st.sampled_from(_PIECES), st.binary(max_size=40)), max_size=60).map(b"".join)
+
+
+class _Trickle(io.RawIOBase):
+    """A stream that returns at most `step` bytes per read (pipes and sockets do that)."""
+
+    def __init__(self, data: bytes, step: int):
+        self._data, self._pos, self._step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._step if n < 0 else min(n, self._step)
+        out = self._data[self._pos:self._pos + n]
+        self._pos += len(out)
+        return out
+
+
+# ------------------------------------------------------------------------------ layer 0 properties
+
+@SETTINGS
+@given(data=chunks, block=st.integers(1, 200), max_line=st.integers(1, 300), step=st.integers(1, 64))
+def test_blocks_reassemble_the_input_exactly(data, block, max_line, step):
+    out = list(iter_blocks(_Trickle(data, step), block=block, max_line=max_line))
+    assert b"".join(c for c, _ in out) == data
+    for c, forced in out[:-1]:
+        assert forced or c.endswith(b"\n")
+        if forced:
+            assert b"\n" not in c and len(c) >= max_line
+    assert all(c for c, _ in out)
+
+
+@SETTINGS
+@given(data=chunks)
+@example(data=b"\x1b]0;title\nstill the title?\x07 x\n")     # an unterminated OSC must not eat a newline
+def test_match_view_keeps_every_line(data):
+    lines, view = match_view(data)
+    # line numbers are counted on `lines`: no newline may be lost or invented by ANSI stripping
+    assert lines.count(b"\n") == data.count(b"\n")
+    assert len(view) == len(lines)
+    assert b"\r" not in view
+
+
+@SETTINGS
+@given(raw=st.binary(max_size=300))
+def test_decode_and_normalise_never_raise(raw):
+    text, enc = decode_line(raw)
+    assert enc in ("utf-8", "gb18030", "utf-8-replace")
+    norm = normalise_text(text)
+    assert "\r" not in norm and not norm.endswith((" ", "\t"))
+    pre = split_prefix(norm)
+    assert pre.text == norm[len(norm) - len(pre.text):]
+    assert pre.rank is None or pre.rank >= 0
+
+
+@SETTINGS
+@given(data=chunks)
+def test_traceback_parser_never_raises_and_lines_point_into_the_input(data):
+    p = TracebackParser()
+    lines = data.split(b"\n")
+    for i, raw in enumerate(lines, 1):
+        p.feed(i, normalise_text(decode_line(raw)[0]))
+    h = p.headline()
+    for exc in p.exceptions + ([h] if h else []):
+        assert 1 <= exc.line <= len(lines)
+        assert len(exc.frames) <= TracebackParser.MAX_FRAMES
+
+
+# ------------------------------------------------------------------------------ the whole engine
+
+@SETTINGS
+@given(data=chunks)
+def test_engine_never_raises_and_lines_point_into_the_input(engine, data):
+    try:
+        rep = scan_source(engine, data, name="fuzz")
+    except InputError:
+        return          # empty or binary input: refused with a clear message, by design
+    n = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    assert rep.lines == n
+    for f in rep.findings:
+        assert 1 <= f.line <= n, (f.rule_id, f.line, n)
+        assert f.line <= (f.last_line or f.line) <= n
+    if rep.exception is not None:
+        assert 1 <= rep.exception.line <= n
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(before=st.lists(st.sampled_from([p for p in _PIECES if b"out of memory" not in p and b"Error" not in p
+                                        and b"Traceback" not in p]), max_size=40).map(b"".join),
+       after=st.lists(st.sampled_from([b"step 1\n", b"\r 10%|", b"\x1b[0m\n", b"x\n"]), max_size=20).map(b"".join))
+def test_the_hit_line_number_is_the_line_in_the_input(engine, before, after):
+    assume(b"\x00" not in before)
+    if before and not before.endswith(b"\n"):
+        before += b"\n"
+    hit = b"[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+    data = b"step 0 loss 1.0\n" + before + hit + after
+    rep = scan_source(engine, data, name="t")
+    oom = [f for f in rep.findings if f.rule_id == "torch-cuda-oom"]
+    assert oom, [f.rule_id for f in rep.findings]
+    assert oom[0].line == data[:data.index(hit)].count(b"\n") + 1
+    assert oom[0].rank == 2
+
+
+def test_pathological_lines_are_cut_not_held(engine):
+    # 3 MiB without a newline, then a hit: the hit still gets its own line number
+    data = b"a" * (3 << 20) + b"\nRuntimeError: CUDA out of memory. Tried to allocate 1.00 GiB\n"
+    rep = scan_source(engine, data, name="long")
+    assert rep.long_lines >= 2
+    assert any(f.category == "cuda-oom" and f.line == 2 for f in rep.findings)
+
+
+# ------------------------------------------------------------------------------ fast path == reference
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("llmtriage_bench", ROOT / "benchmarks" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path):
+    from llmtriage.matcher import Engine
+
+    log = _bench_module().generate_log(tmp_path / "bench.log", 2, seed=11)
+    fast, ref = Engine(ruleset, mode="auto"), Engine(ruleset, mode="reference")
+    a = scan_source(fast, log)
+    b = scan_source(ref, log)
+    key = lambda r: [(f.rule_id, f.line, f.count, f.last_line, f.captures, f.ranks) for f in r.findings]  # noqa: E731
+    assert key(a) and key(a) == key(b)
+    assert a.lines == b.lines and a.encoding == b.encoding
+    assert (a.exception and a.exception.line) == (b.exception and b.exception.line)
+
+
+# ------------------------------------------------------------------------------ secrets
+
+SECRETS = {
+    "hf": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    "sk": "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "password": "hunter2-very-secret",
+}
+_SECRET_LOG = (
+    "step 10 loss 1.234\n"
+    "export HF_TOKEN={hf} OPENAI_API_KEY={sk} AWS_ACCESS_KEY_ID={aws}\n"
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+    "of 79.15 GiB of which 1.06 GiB is free. token={hf} key={sk} {aws} password={password}\n"
+    "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+    "https://huggingface.co/api/models/x/y?token={hf} (password={password})\n"
+).format(**SECRETS)
+_SECRET_UNKNOWN = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/train.py", line 3, in <module>\n'
+    "    login()\n"
+    "ValueError: could not log in with {hf} / {sk} / {aws} password={password}\n"
+).format(**SECRETS)
+
+
+@pytest.mark.parametrize("fmt", ["human", "json", "sarif", "github"])
+@pytest.mark.parametrize("log", [_SECRET_LOG, _SECRET_UNKNOWN], ids=["rule-hit", "unknown-exception"])
+def test_secrets_are_redacted_in_every_format(cli, tmp_path, fmt, log):
+    if fmt in ("sarif", "github") and importlib.util.find_spec("llmtriage.render_ci") is None:
+        pytest.skip("CI renderers not present")
+    p = tmp_path / "secret.log"
+    p.write_text(log, encoding="utf-8")
+    for extra in ([], ["--verbose"]):
+        r = cli("triage", "--format", fmt, "--no-color", *extra, str(p))
+        assert r.returncode in (0, 1), r.stderr
+        out = r.stdout.decode("utf-8") + r.stderr.decode("utf-8")
+        assert out.strip()
+        for name, secret in SECRETS.items():
+            assert secret not in out, (fmt, extra, name)
+        if fmt == "json":
+            json.loads(r.stdout)
+
+
+def test_redact_patterns():
+    from llmtriage.render import redact
+
+    for name, s in SECRETS.items():
+        text = f"x password={s} y" if name == "password" else f"x {s} y"
+        assert s not in redact(text), s
+    assert "hunter2" not in redact("PASSWORD: 'hunter2'")
+    assert "***" in redact("Authorization: Bearer abc.def.ghi")
+    assert redact("https://user:pw@host/x") == "https://***:***@host/x"
+    assert redact("loss 1.23 grad_norm 0.5") == "loss 1.23 grad_norm 0.5"
+
+
+# ------------------------------------------------------------------------------ interruptions
+
+def _popen(*args: str, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "llmtriage", *args], env=env, **kw)
+
+
+def _no_traceback(err: bytes) -> None:
+    assert b"Traceback" not in err, err.decode(errors="replace")[-2000:]
+
+
+def test_output_pipe_closed_early_exits_141_without_traceback():
+    files = [str(FIXTURE)] * 400           # far more output than a pipe buffer holds
+    p = _popen("triage", "--no-color", *files, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(100)
+    p.stdout.close()                       # like `llmtriage ... | head -c 100`
+    err = p.stderr.read()
+    rc = p.wait(timeout=120)
+    assert rc in (-signal.SIGPIPE, 128 + signal.SIGPIPE), rc
+    _no_traceback(err)
+
+
+def test_input_pipe_closed_early_triages_what_arrived():
+    data = FIXTURE.read_bytes()
+    head = data[:data.index(b"CUDA out of memory")]
+    p = _popen("triage", "--format", "json", "-", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(head + b"[rank2]: torch.OutOfMemoryError: CUDA out of mem", timeout=120)  # writer died
+    assert p.returncode in (0, 1)
+    _no_traceback(err)
+    assert json.loads(out)["reports"][0]["source"] == "-"
+
+
+def _wait_reading(p: subprocess.Popen, seconds: float = 3.0) -> None:
+    t = time.monotonic() + seconds
+    while time.monotonic() < t and p.poll() is None:
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_during_a_scan_exits_130_without_traceback():
+    p = _popen("triage", "-", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+               start_new_session=True)
+    p.stdin.write(FIXTURE.read_bytes()[:4000] * 50)   # a long scan still waiting for more input
+    p.stdin.flush()
+    _wait_reading(p)
+    os.killpg(p.pid, signal.SIGINT)                   # Ctrl-C reaches the whole process group
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (p.returncode, err)
+    _no_traceback(err)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX fifos")
+def test_ctrl_c_with_parallel_jobs_exits_130_without_traceback(tmp_path):
+    fifos = []
+    for i in range(2):
+        f = tmp_path / f"rank{i}.log"
+        os.mkfifo(f)                                  # workers block on these until interrupted
+        fifos.append(str(f))
+    p = _popen("triage", "--jobs", "2", str(FIXTURE), *fifos, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+               start_new_session=True)
+    _wait_reading(p, 4.0)
+    assert p.poll() is None
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (p.returncode, err)
+    _no_traceback(err)
+
+
+def test_parallel_jobs_give_the_same_reports_in_the_same_order(cli, tmp_path):
+    logs = sorted(str(p) for p in (ROOT / "fixtures").rglob("*.log"))[:12]
+    seq = cli("triage", "--format", "json", *logs)
+    par = cli("triage", "--format", "json", "--jobs", "3", *logs)
+    assert seq.returncode == par.returncode
+    assert json.loads(seq.stdout) == json.loads(par.stdout)
+    bad = cli("triage", "--jobs", "2", logs[0], str(tmp_path / "missing.log"), logs[1])
+    assert bad.returncode == 2 and b"missing.log" in bad.stderr
+    _no_traceback(bad.stderr)
