@@ -31,7 +31,8 @@ RE2_MAX_MEM = 256 << 20
 REGEX_TIMEOUT_S = 0.5
 MAX_RANKS = 4096
 RANK_SAMPLES = 2000
-CAPTURE_SAMPLES = 8          # later hits kept per rule to fill captures the first hit lacks          # hits per rule whose prefix is parsed for the rank
+CAPTURE_SAMPLES = 8
+LOCATE_LINE_SPAN = 2048      # below this many bytes, hits are attributed line by line          # later hits kept per rule to fill captures the first hit lacks          # hits per rule whose prefix is parsed for the rank
 _BARE_EXC = r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception): "
 _BARE_EXC_TAIL = 60          # a bare "XError: ..." counts as the crash only near the end of the log
 _TB_MARK = b"Traceback (most recent call last)"
@@ -120,6 +121,7 @@ class Engine:
         # The traceback marker rides in the Set too, so blocks without one cost no extra scan.
         self.tb_idx = add(r"Traceback \(most recent call last\)")
         self._bytes_re: dict[int, Any] = {}
+        self._exact_re: dict[int, Any] = {}
         self._not_re: dict[int, list[Any]] = {}
         self._py_re: dict[tuple[int, int], Any] = {}
         self.keywords = [[k.lower().encode() for k in r["keywords"]] for r in self.rules]
@@ -249,28 +251,75 @@ class Engine:
         report.encoding = "gb18030" if "gb18030" in encodings else "utf-8"
         return report
 
-    def _handle(self, flagged: list[int], lines: bytes, view: bytes, line_base: int,
-                states: dict[int, _RuleState], doc_hits: set[int], bare: Optional[tuple[int, bytes]]
-                ) -> Optional[tuple[int, bytes]]:
-        events: list[tuple[int, int]] = []
+    def _locate(self, flagged: list[int], view: bytes) -> list[tuple[int, int]]:
+        """(segment start, pattern) for every line of `view` that a pattern matches, found by
+        re-running the RE2 Set on halves of the block until the pieces are single lines. No
+        per-pattern regex is compiled (bounded memory however many rules fire), sparse hits cost a
+        few extra Set passes, and a block where every line hits costs one Set pass per line."""
+        if not any(self.any_users[pi] or self.doc_users[pi] for pi in flagged) and self.bare_idx not in flagged:
+            return []
+        out: list[tuple[int, int]] = []
+        match = self.set.Match
+        stack = [(0, len(view), flagged)]
+        while stack:
+            a, b, ids = stack.pop()
+            if b - a > LOCATE_LINE_SPAN:
+                mid = view.rfind(b"\n", a, (a + b) // 2) + 1
+                if mid <= a:
+                    mid = view.find(b"\n", (a + b) // 2, b - 1) + 1
+                if mid > a:
+                    for lo, hi in ((mid, b), (a, mid)):
+                        sub = match(view[lo:hi])
+                        if sub:
+                            stack.append((lo, hi, sub))
+                    continue
+            # a short piece: attribute per line
+            pos = a
+            while pos < b:
+                nl = view.find(b"\n", pos, b)
+                end = b if nl < 0 else nl
+                if end > pos:
+                    line_ids = match(view[pos:end]) if (end - pos) < (b - a) or a != pos else ids
+                    for pi in line_ids or ():
+                        if (self.any_users[pi] or self.doc_users[pi] or pi == self.bare_idx) and \
+                                self._exact(pi, view, pos, end):
+                            out.append((pos, pi))
+                pos = end + 1
+        out.sort()
+        return out
+
+    def _exact(self, pi: int, view: bytes, a: int, b: int) -> bool:
+        """The Set holds relaxed patterns (see relax_bounds); confirm the exact one on the line."""
+        c = self._exact_re.get(pi)
+        if c is None:
+            exact = self.patterns[pi]
+            c = self._exact_re[pi] = (None if relax_bounds(exact) == exact
+                                      else re.compile(("(?m)" + exact).encode()))
+        return c is None or c.search(view, a, b) is not None
+
+    def _locate_py(self, flagged: list[int], view: bytes) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
         for pi in flagged:
-            if self.doc_users[pi] and pi not in doc_hits:
-                m = self._bytes_pattern(pi).search(view)
-                if m is not None:
-                    doc_hits.add(pi)
-                    st_ = view.rfind(b"\n", 0, m.start()) + 1
-                    en_ = view.find(b"\n", m.start())
-                    self._doc_seg[pi] = view[st_:(en_ if en_ >= 0 else len(view))][:EVIDENCE_CAP]
-            if not self.any_users[pi] and pi != self.bare_idx:
+            if not (self.any_users[pi] or self.doc_users[pi]) and pi != self.bare_idx:
                 continue
             pat = self._bytes_pattern(pi)
             last_seg = -1
             for m in pat.finditer(view):
-                pos = m.start()
-                seg = view.rfind(b"\n", 0, pos) + 1
-                if seg != last_seg:
-                    events.append((seg, pi))
+                seg = view.rfind(b"\n", 0, m.start()) + 1
+                if seg == last_seg:
+                    continue
+                end = view.find(b"\n", seg)
+                end = len(view) if end < 0 else end
+                if m.end() <= end or pat.search(view, seg, end):   # a match must lie within one line
+                    out.append((seg, pi))
                     last_seg = seg
+        out.sort()
+        return out
+
+    def _handle(self, flagged: list[int], lines: bytes, view: bytes, line_base: int,
+                states: dict[int, _RuleState], doc_hits: set[int], bare: Optional[tuple[int, bytes]]
+                ) -> Optional[tuple[int, bytes]]:
+        events = self._locate(flagged, view) if self.set is not None else self._locate_py(flagged, view)
         events.sort()
         counted_to = 0
         newlines = 0
@@ -286,6 +335,9 @@ class Engine:
                 if bare is None or bare[0] != line_no:
                     bare = (line_no, view[seg:min(end, seg + EVIDENCE_CAP)])
                 continue
+            if self.doc_users[pi] and pi not in doc_hits:
+                doc_hits.add(pi)
+                self._doc_seg[pi] = view[seg:min(end, seg + EVIDENCE_CAP)]
             segment = None
             for ri in self.any_users[pi]:
                 if (ri, seg) in done:

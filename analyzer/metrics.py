@@ -3,7 +3,8 @@
 Parsing runs inside the matcher's block loop as an observer (see `observers.py`) and never runs
 Python per line on big logs:
 
-- Metric lines are found with one compiled bytes regex (`re2` when installed). The first
+- Patterns are compiled on first use (importing the module compiles nothing). Metric lines are
+  found with one compiled bytes regex (`re2` when installed; a bare `Match` call per hit). The first
   `Thresholds.full_records` records of a log are parsed in full; after that each ~64 KiB block
   contributes its first and its last record, so a multi-GB log costs a few regex searches per
   block and no whole-block Python scans (line numbers are counted from the nearer block end).
@@ -46,7 +47,6 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, fields
-from statistics import median
 from typing import Any, Optional
 
 try:  # pragma: no cover - depends on the install
@@ -64,6 +64,44 @@ def _compile(pattern: bytes) -> Any:
         except Exception:  # pragma: no cover - pattern outside the RE2 subset
             pass
     return re.compile(pattern)
+
+
+def _raw(compiled: Any) -> Any:
+    """The bare RE2 object behind a `re2` pattern (its `Match` returns spans, no Match objects), or None."""
+    if _re2 is None or not isinstance(compiled, getattr(_re2, "_Regexp", ())):
+        return None
+    raw = getattr(compiled, "_regexp", None)
+    return raw if raw is not None and hasattr(raw, "Match") else None
+
+
+_UNANCHORED = getattr(getattr(_re2, "_Anchor", None), "UNANCHORED", None)
+
+
+def spans(compiled: Any, raw: Any, view: bytes, pos: int = 0, endpos: Optional[int] = None) -> list[tuple[int, int]]:
+    """(start, end) of every match of `compiled` in view[pos:endpos], as `finditer` gives them, without a
+    Python Match object per match (`raw` = `_raw(compiled)`: one C call per match)."""
+    end = len(view) if endpos is None else endpos
+    if raw is None:
+        return [m.span() for m in compiled.finditer(view, pos, end)]
+    out = []
+    match = raw.Match
+    anchor = _UNANCHORED
+    while True:
+        sp = match(anchor, view, pos, end)[0]
+        if sp[0] < 0:
+            break
+        out.append(sp)
+        if pos == end:
+            break
+        pos = pos + 1 if pos == sp[1] else sp[1]
+    return out
+
+
+def search_raw(raw: Any, compiled: Any, view: bytes) -> bool:
+    """Whether `compiled` occurs in `view` (a bare RE2 call when available)."""
+    if raw is not None:
+        return raw.Match(_UNANCHORED, view, 0, len(view))[0][0] >= 0
+    return compiled.search(view) is not None
 
 
 @dataclass
@@ -119,13 +157,10 @@ def configure(**values: Any) -> Thresholds:
 _NUM = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[Nn]a[Nn]|[Ii]nf(?:inity)?))"""
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 _ANCHOR_SRC = rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?loss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]"""
-ANCHOR = _compile(_ANCHOR_SRC)
-_STEP = re.compile(rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?""")
-_BAR = re.compile(rb"\|\s*([0-9]+)/([0-9]+) \[")
-_VERFLOW = _compile(rb"verflow")
-_VERFLOW_UP = _compile(rb"VERFLOW")
-OVERFLOW = _compile(rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale")
-_SCALE_TO = re.compile(rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)")
+_STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
+_BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
+_OVERFLOW_SRC = rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale"
+_SCALE_TO_SRC = rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)"
 
 
 def _num(b: Optional[bytes]) -> Optional[float]:
@@ -154,10 +189,87 @@ class Record:
         return f"log record {self.index + 1}" if self.index >= 0 else f"line {self.line}"
 
 
-_KEYVAL = re.compile(
-    rb"""(?<![a-z_])(val(?:idation)? loss|eval loss|test loss|lm loss|loss scale|loss_scale|train_loss_step|train_loss|loss"""
-    rb"""|grad_norm|grad norm|learning_rate|learning rate|lr|epoch|global_step(?:/max_steps)?|step|iteration|iter)"""
-    rb"""['"]?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan|inf(?:inity)?))""")
+_KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
+         rb"train_loss_step", rb"train_loss", rb"loss", rb"grad_norm", rb"grad norm", rb"learning_rate",
+         rb"learning rate", rb"lr", rb"epoch", rb"global_step(?:/max_steps)?", rb"step", rb"iteration", rb"iter")
+_VALUE = (rb"""['"]?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
+          rb"""|inf(?:inity)?))""")
+_KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
+# The same language with the look-behind moved behind each key's first letter ("x(?<![a-z_]x)..."): the
+# pattern then starts with a set of letters, which `re` skips to instead of trying every position.
+_KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:] for k in _KEYS) + b")" + _VALUE
+
+
+class _Lazy:
+    """Attributes made by `_make_<name>` on first access, plain attributes after that."""
+
+    def __getattr__(self, name: str) -> Any:
+        make = getattr(type(self), "_make_" + name, None)
+        if make is None:
+            raise AttributeError(name)
+        value = make(self)
+        setattr(self, name, value)
+        return value
+
+
+class _Regexes(_Lazy):
+    """Every pattern of the metric parser, compiled on first use (importing the module compiles nothing)."""
+
+    def _make_ANCHOR(self) -> Any:
+        return _compile(_ANCHOR_SRC)
+
+    def _make_anchor_raw(self) -> Any:
+        return _raw(self.ANCHOR)
+
+    def _make__STEP(self) -> Any:
+        return re.compile(_STEP_SRC)
+
+    def _make__BAR(self) -> Any:
+        return re.compile(_BAR_SRC)
+
+    def _make__VERFLOW(self) -> Any:
+        return _compile(rb"verflow")
+
+    def _make__VERFLOW_UP(self) -> Any:
+        return _compile(rb"VERFLOW")
+
+    def _make_verflow_raw(self) -> Any:
+        return _raw(self._VERFLOW)
+
+    def _make_verflow_up_raw(self) -> Any:
+        return _raw(self._VERFLOW_UP)
+
+    def _make_OVERFLOW(self) -> Any:
+        return _compile(_OVERFLOW_SRC)
+
+    def _make_overflow_raw(self) -> Any:
+        return _raw(self.OVERFLOW)
+
+    def _make__SCALE_TO(self) -> Any:
+        return re.compile(_SCALE_TO_SRC)
+
+    def _make__KEYVAL(self) -> Any:
+        return re.compile(_KEYVAL_SRC)
+
+    def _make_keyval_fast(self) -> Any:
+        return re.compile(_KEYVAL_FAST_SRC)
+
+
+_RX: Optional[_Regexes] = None
+
+
+def _rx() -> _Regexes:
+    global _RX
+    if _RX is None:
+        _RX = _Regexes()
+    return _RX
+
+
+def __getattr__(name: str) -> Any:
+    # the compiled patterns under their historical module-level names (compiled on first access)
+    if name in ("ANCHOR", "_STEP", "_BAR", "_VERFLOW", "_VERFLOW_UP", "OVERFLOW", "_SCALE_TO", "_KEYVAL"):
+        return getattr(_rx(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"grad_norm": 2, b"grad norm": 2,
           b"learning_rate": 3, b"learning rate": 3, b"lr": 3, b"epoch": 4, b"global_step": 0,
           b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
@@ -166,7 +278,30 @@ _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"
 def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Optional[float], Optional[float], Optional[float]]]:
     """(step, loss, grad_norm, lr, epoch) from one metric line, or None when it has no training loss."""
     out: list[Any] = [None, None, None, None, None]
-    for m in _KEYVAL.finditer(text.lower()):
+    R = _RX or _rx()
+    low = text.lower()
+    if b"train_loss" not in low:
+        # fast path: (key, value) pairs straight from C; only `train_loss` needs the match position
+        get = _FIELD.get
+        for key, val in R.keyval_fast.findall(low):
+            k = get(key)
+            if k is None or out[k] is not None:
+                continue
+            if k == 0:
+                try:
+                    out[0] = int(float(val))
+                except (ValueError, OverflowError):
+                    pass
+            else:
+                out[k] = _num(val)
+        if out[1] is None:
+            return None
+        if out[0] is None:
+            b = R._BAR.search(text)
+            if b:
+                out[0] = int(b.group(1))
+        return tuple(out)  # type: ignore[return-value]
+    for m in R._KEYVAL.finditer(low):
         k = _FIELD.get(m.group(1))
         if k is None or out[k] is not None:
             continue
@@ -182,7 +317,7 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
     if out[1] is None:
         return None
     if out[0] is None:
-        b = _BAR.search(text)
+        b = R._BAR.search(text)
         if b:
             out[0] = int(b.group(1))
     return tuple(out)  # type: ignore[return-value]
@@ -241,7 +376,9 @@ class MetricTracker:
             self.last_finite = rec
             hist = self._hist
             if len(hist) >= max(4, self.th.spike_history // 2):
-                med = median(hist)
+                data = sorted(hist)     # statistics.median, inlined (same arithmetic, no import)
+                n = len(data)
+                med = data[n // 2] if n % 2 == 1 else (data[n // 2 - 1] + data[n // 2]) / 2
                 if loss > self.th.spike_factor * med and loss - med >= self.th.spike_abs:
                     self.spikes += 1
                     if self.first_spike is None:
@@ -260,7 +397,8 @@ class MetricTracker:
         th = self.th
         if self.pending:
             self.resolve(line_base)
-        if _VERFLOW.search(view) is not None or _VERFLOW_UP.search(view) is not None:
+        R = _RX or _rx()
+        if search_raw(R.verflow_raw, R._VERFLOW, view) or search_raw(R.verflow_up_raw, R._VERFLOW_UP, view):
             self._overflows(lines, view, line_base)
         if self.count < th.full_records:
             self._parse_all(lines, view, line_base)
@@ -334,24 +472,30 @@ class MetricTracker:
 
     def _bar_before(self, view: bytes, ls: int) -> Optional[int]:
         """The step of the last tqdm bar in the 1 KiB before a record without its own step."""
-        m = None
-        for m in _BAR.finditer(view, max(0, ls - 1024), ls):
-            pass
-        if m is None:
+        found = (_RX or _rx())._BAR.findall(view, max(0, ls - 1024), ls)
+        if not found:
             return None
-        if self.max_steps is None or int(m.group(2)) > self.max_steps:
-            self.max_steps = int(m.group(2))
-        return int(m.group(1))
+        n, total = found[-1]
+        if self.max_steps is None or int(total) > self.max_steps:
+            self.max_steps = int(total)
+        return int(n)
 
     def _parse_all(self, lines: bytes, view: bytes, line_base: int, count: bool = True) -> None:
         last_ls = -1
         counted = 0
         nl = 0
-        for m in ANCHOR.finditer(view):
-            ls, le = self._line_bounds(view, m.start())
+        R = _RX or _rx()
+        rfind = view.rfind
+        find = view.find
+        n = len(view)
+        for start, _ in spans(R.ANCHOR, R.anchor_raw, view):
+            ls = rfind(b"\n", 0, start) + 1
             if ls == last_ls:
                 continue
             last_ls = ls
+            le = find(b"\n", start)
+            if le < 0:
+                le = n
             parsed = parse_line(view[ls:le])
             if parsed is None:
                 continue
@@ -369,8 +513,9 @@ class MetricTracker:
         counted = 0
         nl = 0
         last_ls = -1
-        for m in OVERFLOW.finditer(view):
-            ls, le = self._line_bounds(view, m.start())
+        R = _RX or _rx()
+        for start, _ in spans(R.OVERFLOW, R.overflow_raw, view):
+            ls, le = self._line_bounds(view, start)
             if ls == last_ls:
                 continue
             last_ls = ls
@@ -381,7 +526,7 @@ class MetricTracker:
             if not self.overflow_first_line:
                 self.overflow_first_line = line
             self.overflow_last_line = line
-            s = _SCALE_TO.search(view, ls, le)
+            s = R._SCALE_TO.search(view, ls, le)
             if s:
                 v = _num(s.group(1))
                 if v is not None:

@@ -2,30 +2,37 @@
 
 Each factory takes the Engine and returns an object with `feed(lines, view, line_base)` (once per
 ~64 KiB block) and `finish(report, findings)`.
+
+Importing this module costs nothing measurable: `metrics` and `phase` are imported when the first
+observer is made, and their patterns are compiled on the first block they see.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
-
-from .metrics import MetricTracker, detect, to_findings
-from .phase import PhaseTracker
 
 
 class TrainingObserver:
     """Metric series + anomaly findings, phase and last step, in one observer (one pass, shared state)."""
 
     def __init__(self, engine: Any = None):
+        from .metrics import MetricTracker
+        from .phase import PhaseTracker
+
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
         self.phase = PhaseTracker()
         self._ends_nl = True
+        self._feed_metrics = self.metrics.feed_block
+        self._feed_phase = self.phase.feed
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         self._ends_nl = lines.endswith(b"\n")
-        self.metrics.feed_block(lines, view, line_base)
-        self.phase.feed(lines, view, line_base)
+        self._feed_metrics(lines, view, line_base)
+        self._feed_phase(lines, view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
+        from .metrics import detect, to_findings
+
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
         self.metrics.flush(end)

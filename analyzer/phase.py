@@ -5,9 +5,12 @@
 Cost on big logs: the phase only matters at the end of a log, so markers are searched with one
 compiled regex over every block of the first `HEAD_BYTES` of a log, over every `MIDDLE_STRIDE`-th
 block after that, and over the last `TAIL_BLOCKS` blocks (kept by reference, scanned at finish).
+With RE2 the search is a bare `Match` call per marker (a span, no Match object); the kind of a
+matched text is looked up in a cache, and line numbers come from one running count per block.
 Training evidence (tqdm step counters, metric records) comes from the last lines of every
-`PROGRESS_STRIDE`-th block (and of the last block) via `bytes.rfind` on its last 4 KiB. The latest marker wins; when nothing is marked, the category of
-the root-cause finding decides (e.g. a ModuleNotFoundError means `environment`).
+`PROGRESS_STRIDE`-th block (and of the last block) via `bytes.rfind` on its last 4 KiB. The latest
+marker wins; when nothing is marked, the category of the root-cause finding decides (e.g. a
+ModuleNotFoundError means `environment`). Patterns are compiled on first use, not at import.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import re
 from collections import deque
 from typing import Any, Optional
 
-from .metrics import _BAR, _STEP, _compile
+from .metrics import _UNANCHORED, _compile, _Lazy, _raw, _rx
 
 
 PHASES = ("environment", "launch", "model-loading", "data-loading", "training", "evaluation",
@@ -51,20 +54,107 @@ _MARKERS: list[tuple[str, bytes]] = [
                    rb"generate\(|SamplingParams|Adding requests|inference \.\.\.|Generation config"),
 ]
 _KIND_OF_GROUP = [k for k, _ in _MARKERS]
-MARKERS = _compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
-_MARKERS_PY = re.compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
-_TOTAL_STEPS = re.compile(rb"Total optimization steps = ([0-9,]+)")
-_LABEL_PREFIX = re.compile(r"^(?:\S+: )?(?:\[[^\]]*\]:?\s*)*")
-_BAR_LABEL = re.compile(rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|")
-
-_LABEL_KIND = [
-    ("model-loading", re.compile(r"(?i)checkpoint shards|loading (?:model|weights|safetensors)|download")),
-    ("data-loading", re.compile(r"(?i)\bmap\b|token|generating \w+ split|filter|dataset|convert|pack|preprocess|resolv")),
-    ("evaluation", re.compile(r"(?i)eval|valid|test|predict")),
-    ("generation", re.compile(r"(?i)processed prompts|generat|sampl|infer")),
-    ("checkpoint-save", re.compile(r"(?i)sav|writ")),
-    ("training", re.compile(r"(?i)train|epoch|step|iter|^\W*$")),
+_LABEL_KIND_SRC = [
+    ("model-loading", r"(?i)checkpoint shards|loading (?:model|weights|safetensors)|download"),
+    ("data-loading", r"(?i)\bmap\b|token|generating \w+ split|filter|dataset|convert|pack|preprocess|resolv"),
+    ("evaluation", r"(?i)eval|valid|test|predict"),
+    ("generation", r"(?i)processed prompts|generat|sampl|infer"),
+    ("checkpoint-save", r"(?i)sav|writ"),
+    ("training", r"(?i)train|epoch|step|iter|^\W*$"),
 ]
+
+
+class _Regexes(_Lazy):
+    """The phase patterns, compiled on first use (importing the module compiles nothing)."""
+
+    def _make__BAR(self) -> Any:
+        return _rx()._BAR
+
+    def _make__STEP(self) -> Any:
+        return _rx()._STEP
+
+    def _make_MARKERS(self) -> Any:
+        return _compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
+
+    def _make_markers_raw(self) -> Any:
+        # the same alternation without groups: a bare RE2 call per match gives its span; the kind of a
+        # matched text never depends on its context (it is the first branch that matches that text)
+        raw = _raw(_compile(b"|".join(b"(?:" + p + b")" for _, p in _MARKERS)))
+        return raw if raw is not None and _raw(self.MARKERS) is not None else None
+
+    def _make__MARKERS_PY(self) -> Any:
+        return re.compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
+
+    def _make__TOTAL_STEPS(self) -> Any:
+        return _compile(rb"Total optimization steps = ([0-9,]+)")
+
+    def _make__LABEL_PREFIX(self) -> Any:
+        return re.compile(r"^(?:\S+: )?(?:\[[^\]]*\]:?\s*)*")
+
+    def _make__BAR_LABEL(self) -> Any:
+        return re.compile(rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|")
+
+    def _make__LABEL_KIND(self) -> Any:
+        return [(k, re.compile(p)) for k, p in _LABEL_KIND_SRC]
+
+
+_RX: Optional[_Regexes] = None
+
+
+def _prx() -> _Regexes:
+    global _RX
+    if _RX is None:
+        _RX = _Regexes()
+    return _RX
+
+
+def __getattr__(name: str) -> Any:
+    # the compiled patterns under their historical module-level names (compiled on first access)
+    if name in ("MARKERS", "_MARKERS_PY", "_TOTAL_STEPS", "_LABEL_PREFIX", "_BAR_LABEL", "_LABEL_KIND"):
+        return getattr(_prx(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_KIND_CACHE: dict[bytes, int] = {}      # matched marker text -> group number (1-based)
+_LABEL_CACHE: dict[str, Optional[str]] = {}
+
+
+def _marker_changes(view: bytes) -> list[tuple[int, int]]:
+    """(position, group number) of every change of marker kind in the block, as `MARKERS.finditer` sees them."""
+    R = _RX or _prx()
+    changes: list[tuple[int, int]] = []
+    prev = None
+    raw = R.markers_raw
+    if raw is None:
+        for m in R.MARKERS.finditer(view):
+            k = m.lastindex
+            if k != prev:
+                changes.append((m.start(), k))
+                prev = k
+        return changes
+    match = raw.Match
+    anchor = _UNANCHORED
+    cache = _KIND_CACHE
+    pos, end = 0, len(view)
+    while True:
+        s, e = match(anchor, view, pos, end)[0]
+        if s < 0:
+            break
+        text = view[s:e]
+        k = cache.get(text)
+        if k is None:
+            # the grouped pattern at the same place says which branch (= kind) matched
+            k = R.MARKERS.match(view, s).lastindex
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[text] = k
+        if k != prev:
+            changes.append((s, k))
+            prev = k
+        if pos == end:
+            break
+        pos = pos + 1 if pos == e else e
+    return changes
 
 # Fallback when no marker: the category of the root cause tells the phase.
 _CATEGORY_PHASE = {
@@ -83,10 +173,18 @@ _METRIC_CATEGORIES = {"nan-loss", "no-grad", "loss-suspicious", "fp16-overflow"}
 
 
 def classify_bar(label: str) -> Optional[str]:
-    for kind, pat in _LABEL_KIND:
+    kind = _LABEL_CACHE.get(label, "")
+    if kind != "":
+        return kind
+    kind = None
+    for k, pat in (_RX or _prx())._LABEL_KIND:
         if pat.search(label):
-            return kind
-    return None
+            kind = k
+            break
+    if len(_LABEL_CACHE) >= 1024:
+        _LABEL_CACHE.clear()
+    _LABEL_CACHE[label] = kind
+    return kind
 
 
 class PhaseTracker:
@@ -124,43 +222,49 @@ class PhaseTracker:
         self.pending.clear()
 
     def _markers(self, lines: bytes, view: bytes, line_base: Optional[int]) -> None:
-        """Note every change of marker kind in the block (markers are rare; one pass to count lines)."""
-        changes: list[tuple[int, int]] = []
-        prev = None
-        for m in MARKERS.finditer(view):
-            k = m.lastindex
-            if k != prev:
-                changes.append((m.start(), k))
-                prev = k
+        """Note every change of marker kind in the block (one pass over the block to count lines)."""
+        changes = _marker_changes(view)
         if not changes:
             return
         if not isinstance(changes[0][1], int):  # pragma: no cover - a regex module without lastindex
             return
-        if b"optimization steps" in view:
-            t = _TOTAL_STEPS.search(view)
-            if t:
-                self.train_total = int(t.group(1).replace(b",", b""))
+        t = (_RX or _prx())._TOTAL_STEPS.search(view)     # a match implies b"optimization steps" in view
+        if t:
+            self.train_total = int(t.group(1).replace(b",", b""))
+        if line_base is None:
+            for pos, k in changes:
+                self._note(self._deferred(lines, view.rfind(b"\n", 0, pos) + 1), _KIND_OF_GROUP[k - 1])
+            return
         counted = nl = 0
-        for pos, k in changes:
-            ls = view.rfind(b"\n", 0, pos) + 1
-            if line_base is not None:
-                nl += lines.count(b"\n", counted, ls)
-                counted = ls
-                line: Any = line_base + nl
-            else:
-                line = self._deferred(lines, ls)
-            self._note(line, _KIND_OF_GROUP[k - 1])
+        rfind = view.rfind
+        count = lines.count
+        kinds = _KIND_OF_GROUP
+        events = self.events
+        last = self.last
+        for pos, k in changes:      # self._note, inlined (a few thousand calls per head block)
+            phase = kinds[k - 1]
+            if last is not None and last[1] == phase:
+                continue
+            ls = rfind(b"\n", 0, pos) + 1
+            nl += count(b"\n", counted, ls)
+            counted = ls
+            last = [line_base + nl, phase]
+            events.append(last)
+            if len(events) > 4096:
+                del events[:2048]
+        self.last = last
 
     def _bar(self, lines: bytes, view: bytes, pos: int) -> Optional[str]:
         """Classify the tqdm bar around `pos`; updates the training step. Returns its phase."""
         ls = view.rfind(b"\n", 0, pos) + 1
         le = view.find(b"\n", pos)
         seg = view[ls:le if le >= 0 else len(view)]
-        lab = _BAR_LABEL.search(seg)
+        R = _RX or _prx()
+        lab = R._BAR_LABEL.search(seg)
         if lab is None:
             return None
-        b = _BAR.search(seg)
-        label = _LABEL_PREFIX.sub("", lab.group(1).decode("utf-8", "replace")).strip()   # drop rank / host prefixes
+        b = R._BAR.search(seg)
+        label = R._LABEL_PREFIX.sub("", lab.group(1).decode("utf-8", "replace")).strip()   # drop rank / host prefixes
         kind = classify_bar(label)
         if kind == "training" and not label and not self._training_seen():
             return None     # an unlabelled bar before any training evidence (tokenising, shards ...)
@@ -203,7 +307,7 @@ class PhaseTracker:
             ls = view.rfind(b"\n", 0, st_pos) + 1
             le = view.find(b"\n", st_pos)
             seg = view[ls:le if le >= 0 else len(view)]
-            m = _STEP.search(seg)
+            m = (_RX or _prx())._STEP.search(seg)
             if m:
                 self.last_step = int(m.group(1))
             if b"loss" in seg and b"eval" not in seg and b"val" not in seg:
@@ -220,7 +324,7 @@ class PhaseTracker:
         in_head = self.seen_bytes < HEAD_BYTES
         self.seen_bytes += len(view)
         if in_head or self.block_no % MIDDLE_STRIDE == 0:
-            self._markers(lines, view, None)
+            self._markers(lines, view, line_base)      # (the same lines the deferred count gave)
         else:
             self.tail.append((lines, view, line_base))
         if in_head or self.block_no % PROGRESS_STRIDE == 0:
