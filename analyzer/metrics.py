@@ -270,6 +270,8 @@ def __getattr__(name: str) -> Any:
     if name in ("ANCHOR", "_STEP", "_BAR", "_VERFLOW", "_VERFLOW_UP", "OVERFLOW", "_SCALE_TO", "_KEYVAL"):
         return getattr(_rx(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"grad_norm": 2, b"grad norm": 2,
           b"learning_rate": 3, b"learning rate": 3, b"lr": 3, b"epoch": 4, b"global_step": 0,
           b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}

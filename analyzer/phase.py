@@ -119,6 +119,16 @@ _KIND_CACHE: dict[bytes, int] = {}      # matched marker text -> group number (1
 _LABEL_CACHE: dict[str, Optional[str]] = {}
 
 
+def _marker_kind(view: bytes, s: int, e: int) -> int:
+    """Group number (1-based) of the marker matched at view[s:e]: the grouped pattern at the same place
+    says which branch matched; cached by the matched text (a text always matches the same branch)."""
+    k = (_RX or _prx()).MARKERS.match(view, s).lastindex
+    if len(_KIND_CACHE) >= 4096:
+        _KIND_CACHE.clear()
+    _KIND_CACHE[view[s:e]] = k
+    return k
+
+
 def _marker_changes(view: bytes) -> list[tuple[int, int]]:
     """(position, group number) of every change of marker kind in the block, as `MARKERS.finditer` sees them."""
     R = _RX or _prx()
@@ -134,27 +144,24 @@ def _marker_changes(view: bytes) -> list[tuple[int, int]]:
         return changes
     match = raw.Match
     anchor = _UNANCHORED
-    cache = _KIND_CACHE
+    get = _KIND_CACHE.get
     pos, end = 0, len(view)
     while True:
         s, e = match(anchor, view, pos, end)[0]
         if s < 0:
             break
-        text = view[s:e]
-        k = cache.get(text)
-        if k is None:
-            # the grouped pattern at the same place says which branch (= kind) matched
-            k = R.MARKERS.match(view, s).lastindex
-            if len(cache) >= 4096:
-                cache.clear()
-            cache[text] = k
+        k = get(view[s:e]) or _marker_kind(view, s, e)
         if k != prev:
             changes.append((s, k))
             prev = k
-        if pos == end:
+        if e != pos:            # (the stepping of re2's finditer)
+            pos = e
+        elif pos == end:
             break
-        pos = pos + 1 if pos == e else e
+        else:
+            pos += 1
     return changes
+
 
 # Fallback when no marker: the category of the root cause tells the phase.
 _CATEGORY_PHASE = {
@@ -223,36 +230,66 @@ class PhaseTracker:
 
     def _markers(self, lines: bytes, view: bytes, line_base: Optional[int]) -> None:
         """Note every change of marker kind in the block (one pass over the block to count lines)."""
-        changes = _marker_changes(view)
-        if not changes:
+        R = _RX or _prx()
+        raw = R.markers_raw
+        if raw is None or line_base is None:
+            changes = _marker_changes(view)
+            if not changes:
+                return
+            if not isinstance(changes[0][1], int):  # pragma: no cover - a regex module without lastindex
+                return
+            self._total_steps(view)
+            counted = nl = 0
+            for pos, k in changes:
+                ls = view.rfind(b"\n", 0, pos) + 1
+                if line_base is None:
+                    line: Any = self._deferred(lines, ls)
+                else:
+                    nl += lines.count(b"\n", counted, ls)
+                    counted = ls
+                    line = line_base + nl
+                self._note(line, _KIND_OF_GROUP[k - 1])
             return
-        if not isinstance(changes[0][1], int):  # pragma: no cover - a regex module without lastindex
-            return
+        # The common path, `_marker_changes` + `_note` inlined (a bare RE2 call per marker, a few
+        # hundred per block in the worst logs). Newlines before a marker's line start == newlines
+        # before the marker (`lines` has a "\n" only where `view` has one): a running count gives lines.
+        match = raw.Match
+        anchor = _UNANCHORED
+        get = _KIND_CACHE.get
+        kinds = _KIND_OF_GROUP
+        count = lines.count
+        events = self.events
+        last = self.last
+        found = False
+        pos, end = 0, len(view)
+        counted = nl = 0
+        while True:
+            s, e = match(anchor, view, pos, end)[0]
+            if s < 0:
+                break
+            found = True
+            phase = kinds[(get(view[s:e]) or _marker_kind(view, s, e)) - 1]
+            if last is None or last[1] != phase:
+                nl += count(b"\n", counted, s)
+                counted = s
+                last = [line_base + nl, phase]
+                events.append(last)
+                if len(events) > 4096:
+                    del events[:2048]
+            if e != pos:
+                pos = e
+            elif pos == end:
+                break
+            else:
+                pos += 1
+        self.last = last
+        if found:
+            self._total_steps(view)
+
+    def _total_steps(self, view: bytes) -> None:
         t = (_RX or _prx())._TOTAL_STEPS.search(view)     # a match implies b"optimization steps" in view
         if t:
             self.train_total = int(t.group(1).replace(b",", b""))
-        if line_base is None:
-            for pos, k in changes:
-                self._note(self._deferred(lines, view.rfind(b"\n", 0, pos) + 1), _KIND_OF_GROUP[k - 1])
-            return
-        counted = nl = 0
-        rfind = view.rfind
-        count = lines.count
-        kinds = _KIND_OF_GROUP
-        events = self.events
-        last = self.last
-        for pos, k in changes:      # self._note, inlined (a few thousand calls per head block)
-            phase = kinds[k - 1]
-            if last is not None and last[1] == phase:
-                continue
-            ls = rfind(b"\n", 0, pos) + 1
-            nl += count(b"\n", counted, ls)
-            counted = ls
-            last = [line_base + nl, phase]
-            events.append(last)
-            if len(events) > 4096:
-                del events[:2048]
-        self.last = last
 
     def _bar(self, lines: bytes, view: bytes, pos: int) -> Optional[str]:
         """Classify the tqdm bar around `pos`; updates the training step. Returns its phase."""
