@@ -663,7 +663,8 @@ def detect(t: MetricTracker) -> list[Anomaly]:
                 out.append(Anomaly("fall", "loss-suspicious", "error" if strong else "warning", r.line, r.line,
                                    r.step, 1, {"from_loss": _fmt(first.loss), "from": first.at, "loss": _fmt(r.loss),
                                                "at": r.at, "span": span, "grad_flat": gflat, "min_loss": _fmt(low),
-                                               "grad_norm": _fmt(win[-1]) if win else None,
+                                               # only stated when it really stayed flat (the message says so)
+                                               "grad_norm": _fmt(win[-1]) if win and gflat else None,
                                                "unit": "steps" if r.step is not None and first.step is not None else "records"}))
                 break
     if any(a.kind == "fall" for a in out):

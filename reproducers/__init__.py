@@ -25,6 +25,8 @@ MODULES = (
     "dtype_device",
     "autograd_misuse",
     "environment",
+    "loss_suspicious",
+    "data_corrupt",
 )
 
 _CACHE: list = []
