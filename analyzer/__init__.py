@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Optional, Union
 
-from .errors import InputError, LlmtriageError, RuleLoadError
+from .errors import EmptyInputError, InputError, LlmtriageError, RuleLoadError
 from .findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def checked_stream(fh: BinaryIO, name: str) -> BinaryIO:
     """Wrap `fh` after checking its first bytes: raises InputError on empty or binary input."""
     head = fh.read(_SNIFF)
     if not head:
-        raise InputError(f"{name}: empty input (no log lines to triage)")
+        raise EmptyInputError(f"{name}: empty input (no log lines to triage)")
     if looks_binary(head):
         raise InputError(f"{name}: looks like a binary file, not a text log (NUL or control bytes at the start)")
     return _Prepend(head, fh)  # type: ignore[return-value]

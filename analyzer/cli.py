@@ -103,12 +103,14 @@ def _settings() -> dict[str, Any]:
 @click.option("--no-color", is_flag=True, help="Disable colour (also NO_COLOR=1).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when an error is found.")
 @click.option("--disable", multiple=True, help="Rule id to turn off (repeatable).")
+@click.option("--allow-empty", is_flag=True,
+              help="Treat an empty log as healthy instead of an input error (the pre-commit hook uses it).")
 @click.option("-v", "--verbose", is_flag=True, help="Show fix snippets and tracebacks of internal errors.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Scan several FILES in N processes (0 = one per CPU); the output order is unchanged.")
 def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_severity: Optional[str],
            lang: Optional[str], top: Optional[int], no_color: bool, exit_zero: bool, disable: tuple[str, ...],
-           verbose: bool, jobs: int = 1) -> None:
+           allow_empty: bool, verbose: bool, jobs: int = 1) -> None:
     """Triage crashed-job logs (FILES, or standard input with `-` or a pipe)."""
     from . import get_engine, scan_source
     from .render import get_renderer
@@ -125,12 +127,20 @@ def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_se
     engine = get_engine(list(rules_dirs), lang=lang, disabled=disable)
     n_jobs = min(jobs or os.cpu_count() or 1, len(files))
     if n_jobs > 1 and "-" not in files:
-        reports = _scan_parallel(files, n_jobs, (tuple(rules_dirs), lang, disable))
+        reports = _scan_parallel(files, n_jobs, (tuple(rules_dirs), lang, disable), allow_empty)
     else:
+        from .errors import EmptyInputError
+        from .findings import Report
+
         reports = []
         for f in files:
             source: Any = _stdin_checked() if f == "-" else Path(f)
-            reports.append(scan_source(engine, source, name=f if f == "-" else None))
+            try:
+                reports.append(scan_source(engine, source, name=f if f == "-" else None))
+            except EmptyInputError:
+                if not allow_empty:
+                    raise
+                reports.append(Report(source=f))
     baseline = settings.get("baseline_filter")
     if baseline is not None:
         reports = [baseline(r) for r in reports]
@@ -174,19 +184,23 @@ def _scan_one(path: str) -> tuple[str, Any]:
         return "err", (type(exc).__name__, str(exc), exc.exit_code)
 
 
-def _scan_parallel(files: tuple[str, ...], jobs: int, key: tuple[Any, ...]) -> list[Any]:
+def _scan_parallel(files: tuple[str, ...], jobs: int, key: tuple[Any, ...], allow_empty: bool = False) -> list[Any]:
     import multiprocessing as mp
 
-    from .errors import InputError
+    from .errors import EmptyInputError, InputError
+    from .findings import Report
 
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     chunk = max(1, len(files) // (jobs * 8))
     reports = []
     with ctx.Pool(jobs, initializer=_worker_init, initargs=key) as pool:
-        for kind, val in pool.imap(_scan_one, files, chunksize=chunk):
+        for path, (kind, val) in zip(files, pool.imap(_scan_one, files, chunksize=chunk)):
             if kind == "err":
                 name, msg, code = val
-                exc = InputError(msg) if name == "InputError" else LlmtriageError(msg)
+                if name == "EmptyInputError" and allow_empty:
+                    reports.append(Report(source=path))
+                    continue
+                exc = InputError(msg) if name in ("InputError", "EmptyInputError") else LlmtriageError(msg)
                 exc.exit_code = code
                 raise exc
             reports.append(val)

@@ -16,6 +16,10 @@ class InputError(LlmtriageError):
     """A log that cannot be triaged: missing, unreadable, empty or binary."""
 
 
+class EmptyInputError(InputError):
+    """The input holds no bytes at all."""
+
+
 class RuleLoadError(LlmtriageError):
     """One or more rule/locale/taxonomy files are invalid. `problems` holds one line each."""
 

@@ -199,3 +199,13 @@ def test_rules_subcommands(cli):
     assert cli("rules", "show", "no-such-rule").returncode == 2
     assert cli("rules", "validate").returncode == 0
     assert cli("rules", "schema", "--check").returncode == 0
+
+
+def test_allow_empty_treats_empty_logs_as_healthy(cli, tmp_path, oom_log):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    r = cli("--allow-empty", "--format", "json", str(empty), str(oom_log))
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["reports"][0]["findings"] == [] and doc["reports"][1]["findings"]
+    r = cli("--allow-empty", "--jobs", "2", str(empty), str(empty))
+    assert r.returncode == 0, r.stderr
