@@ -19,6 +19,7 @@ from .errors import RuleLoadError
 
 CACHE_FORMAT = 4
 VERIFIED_FILE = "verified.json"
+NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml"}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
@@ -70,7 +71,7 @@ def _rule_files(root: Path) -> list[Path]:
         if p.suffix not in (".yaml", ".yml"):
             continue
         rel = p.relative_to(root).parts
-        if rel[0] == LOCALES_DIR or p.name == "taxonomy.yaml" or any(x.startswith(".") for x in rel):
+        if rel[0] == LOCALES_DIR or (len(rel) == 1 and p.name in NON_RULE_FILES) or any(x.startswith(".") for x in rel):
             continue
         out.append(p)
     return out

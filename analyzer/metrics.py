@@ -678,122 +678,23 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     return out
 
 
-_TEXT = {
-    "nan": {
-        "en": ("Training metrics became NaN/inf",
-               "{metric} became {value} at {at} (line {line}); {count} of {records} logged records are non-finite"
-               "[; last finite loss {last_finite_loss} at {last_finite_at}]"),
-        "zh": ("训练指标出现 NaN/inf",
-               "{metric} 在 {at}（第 {line} 行）变为 {value}；{records} 条日志记录中有 {count} 条非有限值"
-               "[；最后一个有限 loss 为 {last_finite_loss}（{last_finite_at}）]"),
-    },
-    "overflow": {
-        "en": ("Repeated fp16 loss-scale overflow: steps are being skipped",
-               "{overflows} overflow/skipped-step messages (lines {line}-{last_line}) for {records} logged records; "
-               "loss scale fell to {min_scale}"),
-        "zh": ("fp16 损失缩放反复溢出：训练步被跳过",
-               "第 {line}-{last_line} 行共 {overflows} 次溢出/跳步（{records} 条指标记录）；loss scale 降到 {min_scale}"),
-    },
-    "flat": {
-        "en": ("Loss is flat: the model is not learning",
-               "loss stays at {loss} from {from} to {to} ({records} records)[; grad_norm {grad_norm}]"),
-        "zh": ("loss 纹丝不动：模型没有在学习",
-               "loss 从 {from} 到 {to} 一直是 {loss}（{records} 条记录）[；grad_norm {grad_norm}]"),
-    },
-    "fall": {
-        "en": ("Loss fell implausibly fast to near zero",
-               "loss fell from {from_loss} ({from}) to {loss} at {at}, within {span} {unit}, and on to {min_loss}[; grad_norm stays flat at ~{grad_norm}]"),
-        "zh": ("loss 下降快得可疑，接近 0",
-               "loss 在 {span} 个{unit}内从 {from_loss}（{from}）掉到 {loss}（{at}），随后低至 {min_loss}[；grad_norm 平稳在 ~{grad_norm}]"),
-    },
-    "spike": {
-        "en": ("Loss spikes during training",
-               "loss jumped to {loss} at {at} (line {line}), {factor}x the recent median {baseline}; {spikes} spike(s)"),
-        "zh": ("训练中 loss 出现尖峰",
-               "loss 在 {at}（第 {line} 行）跳到 {loss}，是近期中位数 {baseline} 的 {factor} 倍；共 {spikes} 次尖峰"),
-    },
-}
+_DETECTOR_TEXT: dict[str, Any] = {}
 
-_EXPLAIN = {
-    "nan": {
-        "en": ("A loss or gradient norm that is NaN or inf means the forward or backward pass overflowed or divided "
-               "by zero; once weights are NaN every later step is NaN too.",
-               "Common causes: fp16 overflow (use bf16 or a loss scaler), a too-high learning rate or no warm-up, "
-               "bad samples (empty labels, all tokens masked), or a kernel bug (e.g. some flash-attention builds)."),
-        "zh": ("loss 或梯度范数为 NaN/inf 说明前向或反向传播发生了溢出或除零；权重一旦变成 NaN，之后每一步都是 NaN。",
-               "常见原因：fp16 溢出（改用 bf16 或开启 loss scaler）、学习率过高或没有 warm-up、坏样本（空标签、全部被 mask），"
-               "或算子 bug（例如某些 flash-attention 版本）。"),
-    },
-    "overflow": {
-        "en": ("With fp16 mixed precision the loss is multiplied by a scale; when gradients overflow the step is "
-               "skipped and the scale halved. A few overflows at the start are normal; many in a row mean the run "
-               "makes no progress.",
-               "Activations or gradients exceed the fp16 range (65504): usually a learning rate that is too high, "
-               "a model pretrained in bf16, or unstable layers."),
-        "zh": ("fp16 混合精度会把 loss 乘以缩放因子；梯度溢出时跳过这一步并把缩放因子减半。开头少量溢出是正常的，连续大量溢出说明训练没有进展。",
-               "激活或梯度超出了 fp16 范围（65504）：通常是学习率过高、模型是用 bf16 预训练的，或某些层数值不稳定。"),
-    },
-    "flat": {
-        "en": ("The training loss does not change between logged steps, so the weights are not being updated.",
-               "No gradient reaches the trainable parameters (frozen modules, LoRA target modules that match "
-               "nothing, gradient checkpointing without input grads), the learning rate is 0, or every label is masked."),
-        "zh": ("训练 loss 在各个记录步之间没有变化，说明权重没有被更新。",
-               "梯度没有传到可训练参数（模块被冻结、LoRA target_modules 没匹配到、梯度检查点未开启输入梯度），学习率为 0，或所有标签都被 mask。"),
-    },
-    "fall": {
-        "en": ("The loss dropped to near zero within a few steps while the gradient norm stayed flat: the curve looks "
-               "good but the model is not learning the task.",
-               "The model learns to predict something trivial: labels leak into inputs, almost every label is masked "
-               "so only a few easy tokens count, or multimodal features never reach the language model and it "
-               "predicts placeholder tokens."),
-        "zh": ("loss 在几步之内就掉到接近 0，而 grad_norm 平稳：曲线好看，但模型并没有学会任务。",
-               "模型学会了预测某种平凡的东西：标签泄漏进输入、几乎所有标签都被 mask 只剩少量容易的 token，或多模态特征没有传进语言模型、模型只在预测占位 token。"),
-    },
-    "spike": {
-        "en": ("The loss jumped far above its recent level for some steps.",
-               "Bad or very long batches, a learning rate that is too high for this stage, or loss-scale trouble. "
-               "Isolated spikes that recover are usually harmless."),
-        "zh": ("loss 在某些步突然远高于近期水平。",
-               "坏样本或超长 batch、当前阶段学习率过高，或 loss scale 问题。能恢复的孤立尖峰通常无害。"),
-    },
-}
 
-_FIXES = {
-    "nan": {
-        "en": [("Switch fp16 to bf16 (or enable a dynamic loss scaler)", "On Ampere or newer GPUs use --bf16; with fp16 keep the GradScaler/DeepSpeed dynamic loss scale on."),
-               ("Lower the learning rate and add warm-up, clip gradients", "Try half the learning rate, --warmup_ratio 0.03 and --max_grad_norm 1.0."),
-               ("Check the data around the first NaN step", "Look for empty or fully masked labels in the batches just before the first NaN.")],
-        "zh": [("把 fp16 换成 bf16（或开启动态 loss scaler）", "Ampere 及更新的 GPU 用 --bf16；使用 fp16 时保持 GradScaler / DeepSpeed 动态 loss scale。"),
-               ("降低学习率、加 warm-up、做梯度裁剪", "学习率减半，--warmup_ratio 0.03，--max_grad_norm 1.0。"),
-               ("检查第一次出现 NaN 前后的数据", "检查出现 NaN 前几个 batch 是否有空标签或全部被 mask 的样本。")],
-    },
-    "overflow": {
-        "en": [("Use bf16 instead of fp16", "bf16 has the fp32 exponent range and needs no loss scaling."),
-               ("Lower the learning rate / raise the minimum loss scale", "Halve the learning rate; in DeepSpeed set fp16.initial_scale_power lower and check min_loss_scale.")],
-        "zh": [("用 bf16 代替 fp16", "bf16 与 fp32 指数范围相同，不需要 loss scaling。"),
-               ("降低学习率 / 调整 loss scale", "学习率减半；DeepSpeed 中调低 fp16.initial_scale_power 并检查 min_loss_scale。")],
-    },
-    "flat": {
-        "en": [("Check that parameters are trainable", "Print model.print_trainable_parameters() / count params with requires_grad; check LoRA target_modules names."),
-               ("Check the learning rate and the labels", "Make sure the scheduler does not give lr 0 and that labels are not all -100."),
-               ("With gradient checkpointing, enable input grads", "Call model.enable_input_require_grads() before wrapping with PEFT.")],
-        "zh": [("确认参数可训练", "打印 model.print_trainable_parameters() 或统计 requires_grad 的参数；检查 LoRA target_modules 名称。"),
-               ("检查学习率和标签", "确认调度器没有把学习率设为 0，标签不全是 -100。"),
-               ("开启梯度检查点时启用输入梯度", "在套 PEFT 之前调用 model.enable_input_require_grads()。")],
-    },
-    "fall": {
-        "en": [("Run inference on a few training samples", "If outputs are generic or ignore the input, the model learned a shortcut."),
-               ("Check the label mask and the input pipeline", "Decode one batch: the labels should only cover the response tokens and the inputs must carry the features (e.g. image tokens).")],
-        "zh": [("用几条训练样本做推理", "如果输出很空泛或无视输入，模型学到的是捷径。"),
-               ("检查标签 mask 和输入管线", "解码一个 batch：标签只应覆盖回答部分，输入中必须带上特征（例如图像 token）。")],
-    },
-    "spike": {
-        "en": [("Inspect the batches at the spike", "Log sample ids and lengths of the spiking steps; filter bad or overlong samples."),
-               ("Lower the learning rate or clip gradients", "--max_grad_norm 1.0 and a longer warm-up usually tame spikes.")],
-        "zh": [("检查尖峰处的 batch", "记录尖峰步的样本 id 和长度，过滤坏样本或超长样本。"),
-               ("降低学习率或做梯度裁剪", "--max_grad_norm 1.0 和更长的 warm-up 通常能抑制尖峰。")],
-    },
-}
+def detector_texts() -> dict[str, Any]:
+    """User-facing text of every anomaly kind, from rules/detectors.yaml (data, like rule prose).
+
+    Read only when an anomaly is reported, so a healthy log never imports yaml."""
+    if not _DETECTOR_TEXT:
+        from importlib.resources import files
+
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        text = files("llmtriage.rules").joinpath("detectors.yaml").read_text(encoding="utf-8")
+        _DETECTOR_TEXT.update(yaml.load(text, Loader=loader))
+    return _DETECTOR_TEXT
+
 
 RULE_IDS = {"nan": "metric-nan-loss", "overflow": "metric-fp16-overflow", "flat": "metric-flat-loss",
             "fall": "metric-fast-fall", "spike": "metric-loss-spike"}
@@ -819,8 +720,8 @@ def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[st
             continue
         if a.severity != "error" and a.category in have_any:
             continue
-        title, msg = _TEXT[a.kind]["zh" if zh else "en"]
-        what, why = _EXPLAIN[a.kind]["zh" if zh else "en"]
+        text = detector_texts()[a.kind]["zh" if zh else "en"]
+        title, msg, what, why = text["title"], text["message"], text["what"], text["why"]
         values = dict(a.numbers, line=a.line, last_line=a.last_line, count=a.count)
         if zh and a.kind == "fall":
             values["unit"] = "步" if a.numbers.get("unit") == "steps" else "条记录"
@@ -833,6 +734,6 @@ def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[st
             cause=why, explanation=what, role="cause" if a.kind != "spike" else "symptom",
             confidence="medium" if a.kind in ("fall", "spike") else "high",
             priority={"nan": 58, "overflow": 50, "flat": 45, "fall": 30, "spike": 10}[a.kind],
-            fixes=[{"title": t, "detail": d} for t, d in _FIXES[a.kind]["zh" if zh else "en"]],
+            fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]],
         ))
     return out

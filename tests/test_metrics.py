@@ -207,3 +207,20 @@ def test_big_log_is_sampled_in_bounded_memory(engine):
     assert t.first_nonfinite is not None and t.first_nonfinite.line == 2 * (n - 5000) + 1
     rep = scan_source(engine, data)
     assert rep.findings[0].category == "nan-loss" and rep.extra["step"] == n - 1
+
+
+def test_detector_texts_are_complete():
+    """rules/detectors.yaml: every anomaly kind in both languages, same placeholders and fix count."""
+    from llmtriage.loader import template_names
+    from llmtriage.metrics import RULE_IDS, detector_texts
+
+    texts = detector_texts()
+    assert set(texts) == set(RULE_IDS)
+    for kind, entry in texts.items():
+        assert entry["rule_id"] == RULE_IDS[kind]
+        en, zh = entry["en"], entry["zh"]
+        for lang in (en, zh):
+            assert all(lang[k].strip() for k in ("title", "message", "what", "why")), kind
+            assert lang["fixes"] and all(f["title"] and f["detail"] for f in lang["fixes"]), kind
+        assert len(en["fixes"]) == len(zh["fixes"]), kind
+        assert template_names(en["message"]) == template_names(zh["message"]), kind
