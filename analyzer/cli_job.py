@@ -134,13 +134,7 @@ def job(paths: tuple[str, ...], jobs: int, fmt: str, rules_dirs: tuple[str, ...]
 
     lang = detect_lang(lang)
     res = analyze_job(paths, jobs=jobs, lang=lang, rules_dirs=rules_dirs)
-    out = click.get_text_stream("stdout")
-    if fmt == "json":
-        json.dump(redact_obj(res.to_dict()), out, ensure_ascii=False, indent=2)
-        out.write("\n")
-    else:
-        render_job_human(res, out, color=use_color(no_color, out), lang=lang)
-    out.flush()
+    _emit(res, fmt, render_job_human, no_color, lang)
     sys.exit(EXIT_OK if exit_zero or not res.failed else EXIT_FINDINGS)
 
 
@@ -191,11 +185,16 @@ def diff(good: str, bad: str, fmt: str, rules_dirs: tuple[str, ...], lang: Optio
 
     lang = detect_lang(lang)
     res = diff_runs(good, bad, lang=lang, rules_dirs=rules_dirs, max_templates=max_templates)
+    _emit(res, fmt, render_diff_human, no_color, lang)
+    sys.exit(EXIT_OK)
+
+
+def _emit(res: Any, fmt: str, render_human: Any, no_color: bool, lang: Any) -> None:
+    """Print a job/diff result as redacted JSON or through its human renderer."""
     out = click.get_text_stream("stdout")
     if fmt == "json":
         json.dump(redact_obj(res.to_dict()), out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        render_diff_human(res, out, color=use_color(no_color, out), lang=lang)
+        render_human(res, out, color=use_color(no_color, out), lang=lang)
     out.flush()
-    sys.exit(EXIT_OK)

@@ -6,6 +6,7 @@ fixtures/unknown/<slug>.log      top finding is `unknown`
 `<slug>.expected.json` beside a log is compared with the report (`pytest --update-golden` rewrites).
 """
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,8 @@ def test_fixture(engine, path, request):
         assert report.findings[0] is errors[0]
     golden = path.with_suffix(".expected.json")
     view = _golden_view(report)
+    if not golden.exists() and os.environ.get("CI"):
+        pytest.fail(f"{golden.name} is missing: run `pytest --update-golden` locally, review and commit it")
     if request.config.getoption("--update-golden") or not golden.exists():
         golden.write_text(json.dumps(view, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     assert view == json.loads(golden.read_text(encoding="utf-8"))
