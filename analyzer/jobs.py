@@ -120,11 +120,22 @@ def lines_around(path: Path, line: int, before: int = TIME_WINDOW, after: int = 
     lo, hi = max(1, line - before), line + after
     out: list[tuple[int, str]] = []
     if total_lines is not None and total_lines - lo < 4000:
+        # read backwards, 64 KiB at a time, only as far as the window needs (at most 4 MiB)
+        need = total_lines - lo + 2
         size = os.path.getsize(path)
+        pieces: list[bytes] = []
+        newlines = 0
+        start = size
         with open(path, "rb") as fh:
-            start = max(0, size - (4 << 20))
-            fh.seek(start)
-            data = fh.read()
+            while start > 0 and newlines < need and size - start < (4 << 20):
+                step = min(64 << 10, start)
+                start -= step
+                fh.seek(start)
+                piece = fh.read(step)
+                pieces.append(piece)
+                newlines += piece.count(b"\n")
+        data = b"".join(reversed(pieces))
+        del pieces
         parts = data.split(b"\n")
         if data.endswith(b"\n"):
             parts.pop()
@@ -136,17 +147,23 @@ def lines_around(path: Path, line: int, before: int = TIME_WINDOW, after: int = 
                     out.append((ln, normalise_text(decode_line(raw[:4096])[0])))
             return out
     base = 1
+    continued = False          # the previous block was cut inside a line (a line over 1 MiB)
     with open(path, "rb") as fh:
         for chunk, _ in iter_blocks(fh):
             n = chunk.count(b"\n")
             if base + n < lo:
                 base += n
+                continued = not chunk.endswith(b"\n")
                 continue
-            for i, raw in enumerate(chunk.split(b"\n")):
+            parts = chunk.split(b"\n")
+            if chunk.endswith(b"\n"):
+                parts.pop()
+            for i, raw in enumerate(parts):
                 ln = base + i
-                if lo <= ln <= hi:
+                if lo <= ln <= hi and not (i == 0 and continued):
                     out.append((ln, normalise_text(decode_line(raw[:4096])[0])))
             base += n
+            continued = not chunk.endswith(b"\n")
             if base > hi:
                 break
     return out

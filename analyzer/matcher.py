@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+from time import perf_counter
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Optional
 
@@ -28,6 +29,14 @@ except ImportError:  # pragma: no cover
     _re2 = None
 
 RE2_MAX_MEM = 256 << 20
+# The Set's budget caps its DFA state cache, which is most of the engine's memory on hit-dense
+# input (~13 MB on the benchmark's every-line-a-hit log). When full, RE2 empties the cache and goes
+# on (a many-match DFA never gives up half-way), so results stay exact; only speed can suffer.
+RE2_SET_MEM = 24 << 20
+# Below this Set throughput (bytes/s over a window of blocks) the input defeats the DFA cache, and
+# the rest of the scan takes the keyword-gated path, which needs no state cache (~1-4 MB/s).
+THRASH_BYTES_PER_S = 512 << 10
+THRASH_WINDOW = 1 << 20
 REGEX_TIMEOUT_S = 0.5
 MAX_RANKS = 4096
 RANK_SAMPLES = 2000
@@ -78,7 +87,8 @@ class Engine:
 
     def __init__(self, ruleset: Any, *, lang: Optional[str] = None, mode: str = "auto",
                  severities: Optional[set[str]] = None, disabled: frozenset[str] = frozenset(),
-                 observers: Optional[list[Callable[["Engine"], Any]]] = None):
+                 observers: Optional[list[Callable[["Engine"], Any]]] = None,
+                 set_mem: int = RE2_SET_MEM, thrash_rate: Optional[float] = None):
         self.ruleset = ruleset
         # Block observers (metric detectors, phase/step tracking): factories called once per scan,
         # returning objects with feed(lines, view, line_base) and finish(report, findings).
@@ -126,29 +136,20 @@ class Engine:
         self._py_re: dict[tuple[int, int], Any] = {}
         self.keywords = [[k.lower().encode() for k in r["keywords"]] for r in self.rules]
         self.set = None
+        self.set_mem = 0
         if self.mode == "re2":
-            opts = _re2.Options()
-            opts.max_mem = RE2_MAX_MEM
-            opts.log_errors = False
-            s = _re2.Set.SearchSet(opts)
-            for p in self.patterns:
-                s.Add("(?m)" + relax_bounds(p))
-            s.Compile()
-            self.set = s
+            self.set, self.set_mem = _compile_set([relax_bounds(p) for p in self.patterns], set_mem)
+            if self.set is None:   # a huge user rule set: the keyword-gated path has no state budget
+                self.mode = "python"
+        self.thrash_rate = THRASH_BYTES_PER_S if thrash_rate is None else thrash_rate
+        self._degraded = False
 
     # ---------------------------------------------------------------- compiled helpers
     def _bytes_pattern(self, pi: int) -> Any:
+        """The exact pattern in stdlib `re` (python/reference modes, and a scan that left the Set)."""
         c = self._bytes_re.get(pi)
         if c is None:
-            src = ("(?m)" + self.patterns[pi]).encode()
-            if self.mode == "re2":
-                opts = _re2.Options()
-                opts.max_mem = RE2_MAX_MEM
-                opts.log_errors = False
-                c = _re2.compile(src, opts)
-            else:
-                c = re.compile(src)
-            self._bytes_re[pi] = c
+            c = self._bytes_re[pi] = re.compile(("(?m)" + self.patterns[pi]).encode())
         return c
 
     def _not_patterns(self, ri: int) -> list[Any]:
@@ -159,7 +160,7 @@ class Engine:
         return c
 
     def _flagged(self, view: bytes) -> list[int]:
-        if self.set is not None:
+        if self.set is not None and not self._degraded:
             return self.set.Match(view)
         if self.mode == "reference":
             return [pi for pi in range(len(self.patterns)) if self._bytes_pattern(pi).search(view)]
@@ -185,6 +186,8 @@ class Engine:
         encodings: set[str] = set()
         non_utf8 = False
         obs = [factory(self) for factory in self.observers]
+        self._degraded = False
+        win_bytes, win_s = 0, 0.0
         for chunk, forced in iter_blocks(fh):
             nbytes += len(chunk)
             forced_cuts += forced
@@ -196,10 +199,17 @@ class Engine:
                     if not (forced and exc.start > len(chunk) - 4):
                         non_utf8 = True
                         encodings.add(decode_line(chunk[max(0, exc.start - 64):exc.start + 64])[1])
+            t0 = perf_counter()
             flagged = self._flagged(view)
             if flagged:
                 bare = self._handle(flagged, lines, view, line_base, states, doc_hits, bare)
-            if self.set is not None:
+            if self.set is not None and not self._degraded:
+                win_bytes += len(view)
+                win_s += perf_counter() - t0
+                if win_bytes >= THRASH_WINDOW:
+                    if win_bytes < win_s * self.thrash_rate:
+                        self._degraded = True
+                    win_bytes, win_s = 0, 0.0
                 tbpos = view.find(_TB_MARK) if flagged and self.tb_idx in flagged else -1
             else:
                 tbpos = view.find(_TB_MARK)
@@ -290,8 +300,8 @@ class Engine:
 
     def _exact(self, pi: int, view: bytes, a: int, b: int) -> bool:
         """The Set holds relaxed patterns (see relax_bounds); confirm the exact one on the line."""
-        c = self._exact_re.get(pi)
-        if c is None:
+        c = self._exact_re.get(pi, _UNSET)
+        if c is _UNSET:
             exact = self.patterns[pi]
             c = self._exact_re[pi] = (None if relax_bounds(exact) == exact
                                       else re.compile(("(?m)" + exact).encode()))
@@ -319,7 +329,8 @@ class Engine:
     def _handle(self, flagged: list[int], lines: bytes, view: bytes, line_base: int,
                 states: dict[int, _RuleState], doc_hits: set[int], bare: Optional[tuple[int, bytes]]
                 ) -> Optional[tuple[int, bytes]]:
-        events = self._locate(flagged, view) if self.set is not None else self._locate_py(flagged, view)
+        events = self._locate(flagged, view) if self.set is not None and not self._degraded \
+            else self._locate_py(flagged, view)
         events.sort()
         counted_to = 0
         newlines = 0
@@ -466,6 +477,30 @@ class Engine:
 
 
 _PY_CACHE: dict[str, Any] = {}
+_UNSET = object()
+
+
+def _compile_set(patterns: list[str], mem: int) -> tuple[Any, int]:
+    """An unanchored RE2 Set of `patterns`, or (None, 0) if even a generous budget cannot hold it.
+
+    `never_nl` keeps every match inside one line, which is all the engine counts (hits are
+    attributed per line): no NFA thread survives a newline, so hit-dense logs create about half
+    the DFA states and blocks scan faster. A larger budget is tried only if the program itself does
+    not fit (thousands of user rules)."""
+    for budget in (mem, 4 * mem, RE2_MAX_MEM):
+        opts = _re2.Options()
+        opts.max_mem = budget
+        opts.log_errors = False
+        opts.never_nl = True
+        s = _re2.Set.SearchSet(opts)
+        for p in patterns:
+            s.Add("(?m)" + p)
+        try:
+            s.Compile()
+        except _re2.error:
+            continue
+        return s, budget
+    return None, 0
 
 
 def _py_compile(pattern: str) -> Any:

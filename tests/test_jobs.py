@@ -129,3 +129,24 @@ def test_cli_diff():
     assert "transformers: 4.46.3 → 4.57.1" in out and "step 300" in out
     p = run_cli("diff", "--format", "json", str(JOBS / "runs" / "good.log"), str(JOBS / "runs" / "bad.log"))
     assert json.loads(p.stdout)["diff"]["changed_versions"]
+
+
+@pytest.mark.parametrize("trailing_newline", [True, False])
+def test_lines_around_reads_the_tail_like_the_whole_file(tmp_path, trailing_newline):
+    """The tail shortcut (read backwards only as far as the window needs) returns exactly the lines
+    a full streaming read returns, with long lines straddling the 64 KiB read steps."""
+    import random
+
+    from llmtriage.jobs import TIME_WINDOW as W, lines_around
+
+    rng = random.Random(3)
+    lines = [f"{i} " + "x" * rng.choice([0, 5, 80, 3000, 70_000]) for i in range(1, 900)]
+    path = tmp_path / "rank0.log"
+    path.write_text("\n".join(lines) + ("\n" if trailing_newline else ""))
+    total = len(lines)
+    for line in (1, 2, 450, total - 30, total - 1, total):
+        fast = lines_around(path, line, total_lines=total)
+        slow = lines_around(path, line)
+        assert fast == slow
+        assert [n for n, _ in fast] == list(range(max(1, line - W), min(total, line + W) + 1))
+        assert all(text.split(" ", 1)[0] == str(n) for n, text in fast)

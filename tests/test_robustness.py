@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from llmtriage import InputError, scan_source
+from llmtriage.matcher import scan_bytes
 from llmtriage.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
                                 split_prefix)
 
@@ -165,17 +166,59 @@ def _bench_module():
     return mod
 
 
-def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path):
-    from llmtriage.matcher import Engine
-
-    log = _bench_module().generate_log(tmp_path / "bench.log", 2, seed=11)
-    fast, ref = Engine(ruleset, mode="auto"), Engine(ruleset, mode="reference")
-    a = scan_source(fast, log)
-    b = scan_source(ref, log)
+def _same_detections(a, b):
     key = lambda r: [(f.rule_id, f.line, f.count, f.last_line, f.captures, f.ranks) for f in r.findings]  # noqa: E731
     assert key(a) and key(a) == key(b)
     assert a.lines == b.lines and a.encoding == b.encoding
     assert (a.exception and a.exception.line) == (b.exception and b.exception.line)
+
+
+# The Set's DFA cache is capped (RE2_SET_MEM); a cache too small for the input is emptied and refilled
+# (slow, never "no match"), and a scan whose Set throughput collapses leaves the Set for the
+# keyword-gated path. Every configuration must find exactly what the reference finds.
+_FAST = {
+    "default": {},
+    "tiny-dfa-cache": {"set_mem": 4 << 20},
+    "leaves-the-set-after-1MB": {"thrash_rate": float("inf")},
+}
+
+
+@pytest.mark.parametrize("config", list(_FAST))
+def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path, config):
+    from llmtriage.matcher import Engine, _re2
+
+    if _re2 is None and config != "default":
+        pytest.skip("google-re2 not installed")
+    log = _bench_module().generate_log(tmp_path / "bench.log", 2, seed=11)
+    fast, ref = Engine(ruleset, mode="auto", **_FAST[config]), Engine(ruleset, mode="reference")
+    a = scan_source(fast, log)
+    assert fast._degraded == (config == "leaves-the-set-after-1MB" and fast.mode == "re2")
+    _same_detections(a, scan_source(ref, log))
+
+
+@pytest.mark.parametrize("config", list(_FAST))
+def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, config):
+    from llmtriage.matcher import Engine, _re2
+
+    if _re2 is None and config != "default":
+        pytest.skip("google-re2 not installed")
+    log = _bench_module().every_line_hit(tmp_path / "hits.log", 2)
+    fast, ref = Engine(ruleset, mode="auto", **_FAST[config]), Engine(ruleset, mode="reference")
+    a = scan_source(fast, log)
+    _same_detections(a, scan_source(ref, log))
+    assert len(a.findings) > 30
+
+
+def test_a_rule_set_too_big_for_any_set_budget_takes_the_keyword_path(ruleset, monkeypatch):
+    from llmtriage import matcher
+
+    if matcher._re2 is None:
+        pytest.skip("google-re2 not installed")
+    monkeypatch.setattr(matcher, "RE2_MAX_MEM", 1 << 16)
+    eng = matcher.Engine(ruleset, set_mem=1 << 14)
+    assert eng.set is None and eng.mode == "python"
+    rep = scan_bytes(eng, b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert rep.findings[0].category == "cuda-oom"
 
 
 # ------------------------------------------------------------------------------ secrets
