@@ -108,9 +108,12 @@ def _settings() -> dict[str, Any]:
 @click.option("-v", "--verbose", is_flag=True, help="Show fix snippets and tracebacks of internal errors.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Scan several FILES in N processes (0 = one per CPU); the output order is unchanged.")
+@click.option("--engine", type=click.Choice(["auto", "re2", "hyperscan", "python"]), default=None,
+              help="Block scanner: re2 (default), hyperscan (pip install 'llmtriage[hyperscan]'), or "
+                   "python (no compiled dependency). Same findings with each. Also LLMTRIAGE_ENGINE.")
 def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_severity: Optional[str],
            lang: Optional[str], top: Optional[int], no_color: bool, exit_zero: bool, disable: tuple[str, ...],
-           allow_empty: bool, verbose: bool, jobs: int = 1) -> None:
+           allow_empty: bool, verbose: bool, jobs: int = 1, engine: Optional[str] = None) -> None:
     """Triage crashed-job logs (FILES, or standard input with `-` or a pipe)."""
     from . import get_engine, scan_source
     from .render import get_renderer
@@ -124,10 +127,11 @@ def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_se
         if sys.stdin.isatty():
             raise click.UsageError("no log given: pass FILES, `-`, or pipe a log into llmtriage")
         files = ("-",)
-    engine = get_engine(list(rules_dirs), lang=lang, disabled=disable)
+    mode = engine_mode(engine or os.environ.get("LLMTRIAGE_ENGINE") or settings.get("engine"))
+    engine = get_engine(list(rules_dirs), lang=lang, disabled=disable, mode=mode)
     n_jobs = min(jobs or os.cpu_count() or 1, len(files))
     if n_jobs > 1 and "-" not in files:
-        reports = _scan_parallel(files, n_jobs, (tuple(rules_dirs), lang, disable), allow_empty)
+        reports = _scan_parallel(files, n_jobs, (tuple(rules_dirs), lang, disable, mode), allow_empty)
     else:
         from .errors import EmptyInputError
         from .findings import Report
@@ -166,13 +170,33 @@ def _stdin_checked() -> Any:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(rules_dirs: tuple[str, ...], lang: Optional[str], disable: tuple[str, ...]) -> None:
+def _worker_init(rules_dirs: tuple[str, ...], lang: Optional[str], disable: tuple[str, ...], mode: str = "auto"
+                 ) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is handled once, by the parent
     from . import get_engine
 
-    _WORKER["engine"] = get_engine(list(rules_dirs), lang=lang, disabled=disable)
+    _WORKER["engine"] = get_engine(list(rules_dirs), lang=lang, disabled=disable, mode=mode)
+
+
+def engine_mode(choice: Optional[str]) -> str:
+    """The engine asked for (--engine, else LLMTRIAGE_ENGINE, else the config file's `engine`), checked:
+    an unknown name or a missing optional scanner is a usage error."""
+    mode = choice or "auto"
+    if mode not in ("auto", "re2", "hyperscan", "python"):
+        raise click.UsageError(f"unknown engine {mode!r} (auto, re2, hyperscan, python)")
+    if mode == "hyperscan":
+        try:
+            import hyperscan  # noqa: F401
+        except ImportError:
+            raise click.UsageError("the hyperscan engine needs the extra: pip install 'llmtriage[hyperscan]'") from None
+    if mode == "re2":
+        try:
+            import re2  # noqa: F401
+        except ImportError:
+            raise click.UsageError("the re2 engine needs google-re2: pip install google-re2") from None
+    return mode
 
 
 def _scan_one(path: str) -> tuple[str, Any]:
@@ -363,6 +387,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _default_to_triage(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
+    from . import loader
+
+    loader.ISOLATE_VALIDATION = True     # a cold rule cache costs no memory in this process
     try:
         cli.main(args=args, prog_name="llmtriage", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -12,6 +12,7 @@ Keys (both spellings `min_severity` / `min-severity` are accepted)::
     min_severity = "warning"        # info | warning | error
     lang = "zh"                     # en | zh
     baseline = ".llmtriage-baseline.json"   # findings acknowledged there are dropped
+    engine = "hyperscan"            # auto | re2 | hyperscan | python (block scanner; same findings)
 
 Unknown keys and bad values raise ConfigError naming the file and the key.
 """
@@ -24,7 +25,8 @@ from typing import Any, Optional
 
 from .errors import ConfigError
 
-KEYS = ("rules", "disable", "min_severity", "lang", "baseline")
+KEYS = ("rules", "disable", "min_severity", "lang", "baseline", "engine")
+ENGINES = ("auto", "re2", "hyperscan", "python")
 SEVERITIES = ("info", "warning", "error")
 LANGS = ("en", "zh")
 YAML_NAME = ".llmtriage.yaml"
@@ -181,6 +183,10 @@ def parse_settings(p: Path, table: dict[str, Any], label: str = "") -> dict[str,
             if value not in LANGS:
                 raise ConfigError(f"{p}: {label}key '{raw_key}': expected one of {', '.join(LANGS)}, got {value!r}")
             out["lang"] = value
+        elif key == "engine":
+            if value not in ENGINES:
+                raise ConfigError(f"{p}: {label}key '{raw_key}': expected one of {', '.join(ENGINES)}, got {value!r}")
+            out["engine"] = value
         elif key == "baseline":
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{p}: {label}key '{raw_key}': expected a file path, got {value!r}")
@@ -199,7 +205,7 @@ def parse_settings(p: Path, table: dict[str, Any], label: str = "") -> dict[str,
 def load_settings(start_dir: str | os.PathLike) -> dict[str, Any]:
     """Settings of the nearest configuration above `start_dir` ({} when there is none).
 
-    Keys: rules (absolute folder paths), disable, min_severity, lang, baseline (path),
+    Keys: rules (absolute folder paths), disable, min_severity, lang, engine, baseline (path),
     baseline_filter (Report -> Report), config_file."""
     if os.environ.get("LLMTRIAGE_NO_CONFIG"):
         return {}

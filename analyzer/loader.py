@@ -107,6 +107,49 @@ def _cache_dir() -> Optional[Path]:
     return Path(base) / "llmtriage" if "LLMTRIAGE_CACHE_DIR" not in os.environ else Path(base)
 
 
+# Set by the CLI: a cache miss validates the rules in a forked child, so yaml, pydantic and the
+# validation's garbage (adversarial probes on 1 MB lines) never enter the scanning process, whose
+# peak RSS is then the same with a cold cache as with a warm one.
+ISOLATE_VALIDATION = False
+
+
+def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
+    if not hasattr(os, "fork"):
+        return validate_dirs(dirs, builtin=builtin)
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                       # child: validate, send the result, exit
+        code = 0
+        try:
+            os.close(r)
+            try:
+                rs = validate_dirs(dirs, builtin=builtin)
+                payload: Any = ("ok", {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy,
+                                       "dirs": rs.dirs, "verified": rs.verified})
+            except RuleLoadError as exc:
+                payload = ("problems", exc.problems)
+            with os.fdopen(w, "wb") as fh:
+                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:                          # noqa: BLE001 - the parent validates in-process
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        return validate_dirs(dirs, builtin=builtin)    # anything odd in the child: the plain path
+    kind, value = pickle.loads(data)
+    if kind == "problems":
+        raise RuleLoadError(value)
+    return RuleSet(**value)
+
+
 def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache: bool = True,
                  builtin: bool = True) -> RuleSet:
     """Load the built-in rules plus `extra_dirs`; raise RuleLoadError listing every problem."""
@@ -133,7 +176,7 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
             return RuleSet(**data)
         except (OSError, EOFError, pickle.UnpicklingError, TypeError, AttributeError, ValueError):
             pass
-    ruleset = validate_dirs(dirs, builtin=builtin)
+    ruleset = _validate_isolated(dirs, builtin) if ISOLATE_VALIDATION else validate_dirs(dirs, builtin=builtin)
     if cache is not None and key is not None:
         try:
             cache.mkdir(parents=True, exist_ok=True)

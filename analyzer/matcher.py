@@ -99,6 +99,8 @@ class Engine:
             mode = "re2" if _re2 is not None else "python"
         if mode == "re2" and _re2 is None:
             raise RuntimeError("google-re2 is not installed")
+        if mode not in ("re2", "hyperscan", "python", "reference"):
+            raise ValueError(f"unknown engine mode {mode!r}")
         self.mode = mode
         self.patterns: list[str] = []
         index: dict[str, int] = {}
@@ -137,10 +139,18 @@ class Engine:
         self.keywords = [[k.lower().encode() for k in r["keywords"]] for r in self.rules]
         self.set = None
         self.set_mem = 0
-        if self.mode == "re2":
+        self._inexact: set[int] = set()     # Set entries that are supersets: confirm hits with `re`
+        if self.mode == "hyperscan":
+            from .hsengine import HyperscanSet
+            from .loader import _cache_dir
+
+            self.set = HyperscanSet([relax_bounds(p) for p in self.patterns], _cache_dir(), set_mem)
+            self._inexact = set(range(len(self.patterns)))     # PCRE and RE2 classes differ at the edges
+        elif self.mode == "re2":
             self.set, self.set_mem = _compile_set([relax_bounds(p) for p in self.patterns], set_mem)
             if self.set is None:   # a huge user rule set: the keyword-gated path has no state budget
                 self.mode = "python"
+            self._inexact = {pi for pi, p in enumerate(self.patterns) if relax_bounds(p) != p}
         self.thrash_rate = THRASH_BYTES_PER_S if thrash_rate is None else thrash_rate
         self._degraded = False
 
@@ -302,9 +312,8 @@ class Engine:
         """The Set holds relaxed patterns (see relax_bounds); confirm the exact one on the line."""
         c = self._exact_re.get(pi, _UNSET)
         if c is _UNSET:
-            exact = self.patterns[pi]
-            c = self._exact_re[pi] = (None if relax_bounds(exact) == exact
-                                      else re.compile(("(?m)" + exact).encode()))
+            c = self._exact_re[pi] = (re.compile(("(?m)" + self.patterns[pi]).encode())
+                                      if pi in self._inexact else None)
         return c is None or c.search(view, a, b) is not None
 
     def _locate_py(self, flagged: list[int], view: bytes) -> list[tuple[int, int]]:

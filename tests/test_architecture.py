@@ -18,6 +18,35 @@ def test_triage_never_imports_torch_or_transformers(tmp_path):
     assert r.stderr.decode().rstrip().endswith("BAD="), r.stderr.decode()[-500:]
 
 
+def test_a_cold_rule_cache_is_validated_outside_the_scanning_process(tmp_path):
+    """The CLI validates on a cache miss in a forked child: yaml and pydantic never enter the process
+    that scans (its peak RSS is the same cold and warm); the result equals in-process validation,
+    and rule problems still come back as the same one-line errors (tests/test_rule_file_errors.py)."""
+    import os
+
+    if not hasattr(os, "fork"):
+        import pytest
+
+        pytest.skip("no fork on this platform")
+    p = tmp_path / "x.log"
+    p.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    code = ("import sys, json\nfrom llmtriage.cli import main\n"
+            f"rc = main(['--format', 'json', {str(p)!r}])\n"
+            "sys.stderr.write('HEAVY=' + ','.join(m for m in ('yaml', 'pydantic') if m in sys.modules))\n")
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "cache")}
+    for run in ("cold", "warm"):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, env=env)
+        assert r.stderr.decode().rstrip().endswith("HEAVY="), (run, r.stderr.decode()[-500:])
+        assert b'"cuda-oom"' in r.stdout, run
+    assert list((tmp_path / "cache").glob("rules-*.pickle"))
+
+    from llmtriage import loader
+
+    dirs = [loader.builtin_rules_dir()]
+    a, b = loader._validate_isolated(dirs, True), loader.validate_dirs(dirs, builtin=True)
+    assert (a.rules, a.locales, a.taxonomy, a.verified) == (b.rules, b.locales, b.taxonomy, b.verified)
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     out = set()

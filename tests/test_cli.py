@@ -209,3 +209,35 @@ def test_allow_empty_treats_empty_logs_as_healthy(cli, tmp_path, oom_log):
     assert r.returncode == 1 and doc["reports"][0]["findings"] == [] and doc["reports"][1]["findings"]
     r = cli("--allow-empty", "--jobs", "2", str(empty), str(empty))
     assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------------------ --engine
+
+@pytest.mark.parametrize("engine", ["re2", "python", "hyperscan"])
+def test_every_engine_gives_the_same_json(cli, oom_log, tmp_path, engine):
+    if engine == "hyperscan":
+        pytest.importorskip("hyperscan")
+    if engine == "re2":
+        pytest.importorskip("re2")
+    other = tmp_path / "other.log"
+    other.write_bytes(b"[rank1]: RuntimeError: CUDA error: device-side assert triggered\n" * 3 + OOM)
+    base = cli("--format", "json", str(oom_log), str(other))
+    for extra in ((), ("--jobs", "2")):
+        r = cli("--format", "json", "--engine", engine, *extra, str(oom_log), str(other))
+        assert r.returncode == base.returncode == 1, r.stderr
+        assert json.loads(r.stdout) == json.loads(base.stdout)
+
+
+def test_engine_errors_are_one_line_usage_errors(oom_log, tmp_path):
+    # an engine whose optional package is missing: the import is made to fail in the child
+    code = ("import sys; sys.modules['hyperscan'] = None; from llmtriage.cli import main; "
+            f"sys.argv = ['llmtriage', 'triage', '--engine', 'hyperscan', {str(oom_log)!r}]; sys.exit(main())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert b"pip install 'llmtriage[hyperscan]'" in r.stderr
+    import os
+
+    env = {**os.environ, "LLMTRIAGE_ENGINE": "pcre"}
+    r = subprocess.run([sys.executable, "-m", "llmtriage", "triage", str(oom_log)], capture_output=True, env=env,
+                       timeout=120)
+    assert r.returncode == 2 and b"unknown engine 'pcre'" in r.stderr and b"Traceback" not in r.stderr

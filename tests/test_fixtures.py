@@ -61,10 +61,13 @@ def test_every_rule_is_top_of_a_fixture(engine, ruleset):
     assert not missing, f"rules that are the top finding of no fixture: {missing}"
 
 
-def test_fast_path_equals_reference_path_on_every_fixture(ruleset):
+@pytest.mark.parametrize("mode", ["auto", "hyperscan"])
+def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
     from llmtriage.matcher import Engine
 
-    fast, ref = Engine(ruleset, mode="auto"), Engine(ruleset, mode="reference")
+    if mode == "hyperscan":
+        pytest.importorskip("hyperscan")
+    fast, ref = Engine(ruleset, mode=mode), Engine(ruleset, mode="reference")
     for path in LOGS:
         a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(fast, path).findings]
         b = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(ref, path).findings]

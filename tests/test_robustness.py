@@ -180,30 +180,38 @@ _FAST = {
     "default": {},
     "tiny-dfa-cache": {"set_mem": 4 << 20},
     "leaves-the-set-after-1MB": {"thrash_rate": float("inf")},
+    "hyperscan": {"mode": "hyperscan"},
 }
+
+
+def _fast_engine(ruleset, config):
+    from llmtriage.matcher import Engine, _re2
+
+    if config == "hyperscan":
+        pytest.importorskip("hyperscan")
+    elif _re2 is None and config != "default":
+        pytest.skip("google-re2 not installed")
+    return Engine(ruleset, **{"mode": "auto", **_FAST[config]})
 
 
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path, config):
-    from llmtriage.matcher import Engine, _re2
+    from llmtriage.matcher import Engine
 
-    if _re2 is None and config != "default":
-        pytest.skip("google-re2 not installed")
     log = _bench_module().generate_log(tmp_path / "bench.log", 2, seed=11)
-    fast, ref = Engine(ruleset, mode="auto", **_FAST[config]), Engine(ruleset, mode="reference")
+    fast, ref = _fast_engine(ruleset, config), Engine(ruleset, mode="reference")
     a = scan_source(fast, log)
     assert fast._degraded == (config == "leaves-the-set-after-1MB" and fast.mode == "re2")
+    assert fast.mode == _FAST[config].get("mode", fast.mode)
     _same_detections(a, scan_source(ref, log))
 
 
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, config):
-    from llmtriage.matcher import Engine, _re2
+    from llmtriage.matcher import Engine
 
-    if _re2 is None and config != "default":
-        pytest.skip("google-re2 not installed")
     log = _bench_module().every_line_hit(tmp_path / "hits.log", 2)
-    fast, ref = Engine(ruleset, mode="auto", **_FAST[config]), Engine(ruleset, mode="reference")
+    fast, ref = _fast_engine(ruleset, config), Engine(ruleset, mode="reference")
     a = scan_source(fast, log)
     _same_detections(a, scan_source(ref, log))
     assert len(a.findings) > 30

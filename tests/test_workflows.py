@@ -97,6 +97,7 @@ def test_config_yaml_wins_and_search_stops_at_git_root(proj, monkeypatch):
     ("disable: 3\n", "disable"),
     ("rules: [missing-dir]\n", "rules"),
     ("baseline: nope.json\n", "baseline"),
+    ("engine: pcre\n", "engine"),
 ])
 def test_config_errors_name_file_and_key(proj, text, key):
     from llmtriage.config import load_settings
