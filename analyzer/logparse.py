@@ -146,6 +146,10 @@ _TB_START = "Traceback (most recent call last)"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*)(?::\s?(?P<msg>.*))?$")
+# Exception classes named otherwise, after the frames of a traceback: `pyarrow.lib.ArrowInvalid`,
+# `ArrowInvalid`, `cv2.error`, `socket.timeout`; not a logger's `INFO:`, `wandb:` or `x.api: [WARNING]`.
+_EXC_OTHER = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][a-z0-9]+[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[A-Z][a-z]\w*"
+                        r"|(?:[A-Za-z_]\w*\.)+(?:error|timeout|gaierror|herror))(?::\s?(?P<msg>(?!\[[A-Z]+\]).*))?$")
 _CPP = re.compile(r"^(?:Exception raised from |frame #\d+:)")
 _LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\|/usr/lib/)")
 BENIGN_EXC = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration"}
@@ -229,6 +233,8 @@ class TracebackParser:
                 tb.frames[-1].code = stripped[:300]
             return
         em = _EXC.match(stripped)
+        if em is None and tb.frames and not stripped.endswith(":"):   # `X raised:` + the real error next
+            em = _EXC_OTHER.match(stripped)
         if em or not tb.frames:
             typ = em["type"] if em else stripped.split(":", 1)[0][:120]
             msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")

@@ -103,3 +103,27 @@ Traceback (most recent call last):
 KeyboardInterrupt
 """
     assert _feed(log).headline().type == "ValueError"
+
+
+def _headline(lines):
+    p = TracebackParser()
+    for i, text in enumerate(lines, 1):
+        p.feed(i, text)
+    return p.headline()
+
+
+def test_exceptions_not_named_error_are_found_after_frames_but_logger_lines_are_not():
+    frames = ["Traceback (most recent call last):", '  File "/home/u/prep.py", line 12, in <module>', "    main()"]
+    for line, typ in [("pyarrow.lib.ArrowInvalid: JSON parse error: Missing a name", "pyarrow.lib.ArrowInvalid"),
+                      ("cv2.error: OpenCV(4.8.0) resize.cpp:4062: error: (-215:Assertion failed)", "cv2.error"),
+                      ("socket.timeout: timed out", "socket.timeout"),
+                      ("ArrowInvalid: Column 3 changed type", "ArrowInvalid"),
+                      ("mylib.errors.BadThing", "mylib.errors.BadThing")]:
+        exc = _headline(frames + [line])
+        assert exc is not None and exc.type == typ and exc.line == 4, (line, exc)
+        assert exc.user_frame is not None and exc.user_frame.line == 12
+    # a logger line inside an open traceback is not the exception; the real one after it is
+    for noise in ("INFO: waiting for workers", "wandb: Waiting for W&B process to finish...",
+                  "torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 4211 closing signal"):
+        exc = _headline(frames + [noise, "ValueError: bad"])
+        assert exc is not None and exc.type == "ValueError" and exc.line == 5, (noise, exc)
