@@ -45,6 +45,15 @@ def test_every_rule_has_a_chinese_translation(ruleset):
     assert not missing, f"rules without rules/locales/zh/<id>.yaml: {missing}"
 
 
+def test_every_fix_condition_is_translated(ruleset):
+    """A fix's `when` is shown with the fix: Chinese output must not fall back to the English condition."""
+    zh = ruleset.locales.get("zh", {})
+    untranslated = [(r["id"], i) for r in ruleset.rules if r["id"] in zh
+                    for i, (en, z) in enumerate(zip(r["fixes"], zh[r["id"]]["fixes"]))
+                    if en.get("when") and not (z.get("when") or "").strip()]
+    assert not untranslated, f"fixes whose `when` has no zh translation: {untranslated[:20]} ({len(untranslated)})"
+
+
 def test_every_rule_has_a_near_miss_with_reason(ruleset):
     for r in ruleset.rules:
         assert r["examples"]["no_match"] and all(x["why"].strip() for x in r["examples"]["no_match"]), r["id"]
