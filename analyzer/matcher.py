@@ -211,8 +211,11 @@ class Engine:
                         encodings.add(decode_line(chunk[max(0, exc.start - 64):exc.start + 64])[1])
             t0 = perf_counter()
             flagged = self._flagged(view)
-            if flagged:
-                bare = self._handle(flagged, lines, view, line_base, states, doc_hits, bare)
+            # a requires/unless pattern only needs its first hit: once seen, it is not located again
+            todo = [pi for pi in flagged or () if self.any_users[pi] or pi == self.bare_idx
+                    or (self.doc_users[pi] and pi not in doc_hits)]
+            if todo:
+                bare = self._handle(todo, lines, view, line_base, states, doc_hits, bare)
             if self.set is not None and not self._degraded:
                 win_bytes += len(view)
                 win_s += perf_counter() - t0
@@ -279,7 +282,12 @@ class Engine:
         if not any(self.any_users[pi] or self.doc_users[pi] for pi in flagged) and self.bare_idx not in flagged:
             return []
         out: list[tuple[int, int]] = []
-        match = self.set.Match
+        keep = set(flagged)
+        set_match = self.set.Match
+
+        def match(piece: bytes) -> list[int]:
+            return [pi for pi in set_match(piece) or () if pi in keep]
+
         stack = [(0, len(view), flagged)]
         while stack:
             a, b, ids = stack.pop()

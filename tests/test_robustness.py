@@ -360,3 +360,35 @@ def test_parallel_jobs_give_the_same_reports_in_the_same_order(cli, tmp_path):
     bad = cli("triage", "--jobs", "2", logs[0], str(tmp_path / "missing.log"), logs[1])
     assert bad.returncode == 2 and b"missing.log" in bad.stderr
     _no_traceback(bad.stderr)
+
+
+def test_a_requires_pattern_that_hits_every_block_is_located_only_once(ruleset, tmp_path):
+    """Cost guard, counted not timed: `requires`/`unless` patterns need only their first hit, so a
+    frequent one (a step-line shape) must not send every block through bisection."""
+    import copy
+
+    from llmtriage.loader import RuleSet
+    from llmtriage.matcher import Engine
+
+    rules = copy.deepcopy(ruleset.rules)
+    rule = next(r for r in rules if r["id"] == "torch-cuda-oom")
+    rule["match"]["requires"] = list(rule["match"]["requires"]) + [{"name": "busy", "regex": r"'loss': \d"}]
+    rs = RuleSet(rules=rules, locales=ruleset.locales, taxonomy=ruleset.taxonomy, dirs=ruleset.dirs,
+                 verified=ruleset.verified)
+    eng = Engine(rs)
+    if eng.set is None:
+        pytest.skip("google-re2 not installed")
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.calls = inner, 0
+
+        def Match(self, data):  # noqa: N802
+            self.calls += 1
+            return self.inner.Match(data)
+
+    eng.set = Counting(eng.set)
+    log = _bench_module().generate_log(tmp_path / "bench.log", 4, seed=11)
+    blocks = sum(1 for _ in iter_blocks(open(log, "rb")))
+    scan_source(eng, log)
+    assert eng.set.calls <= 2 * blocks + 100, (eng.set.calls, blocks)
