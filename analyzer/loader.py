@@ -379,12 +379,10 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tupl
             if err:
                 add(loc, err)
                 continue
-            import regex as _regex
-
             if kind == "any":
-                groups_per_any.append(set(_regex.compile(pat.regex).groupindex))
+                groups_per_any.append(set(_rx(pat.regex).groupindex))
             elif kind == "requires":
-                req_groups |= set(_regex.compile(pat.regex).groupindex)
+                req_groups |= set(_rx(pat.regex).groupindex)
     if groups_per_any and len(groups_per_any) == len(rule.match.any):
         outside, inside = template_names(rule.message)
         groups_per_any = [g | req_groups for g in groups_per_any]
@@ -488,12 +486,25 @@ def _nested_quantifier(pattern: str) -> bool:
     return walk(tree, False)
 
 
+_RX: dict[str, Any] = {}
+
+
+def _rx(pattern: str) -> Any:
+    """`regex.compile(pattern, V0)`, once per pattern per validation (compiling is most of its cost)."""
+    c = _RX.get(pattern)
+    if c is None:
+        import regex as _regex
+
+        c = _RX[pattern] = _regex.compile(pattern, _regex.V0)
+    return c
+
+
 def check_regex(pattern: str) -> Optional[str]:
     """None if `pattern` is usable by both engines and safe; else the problem in one line."""
     import regex as _regex
 
     try:
-        compiled = _regex.compile(pattern, _regex.V0)
+        compiled = _rx(pattern)
     except _regex.error as exc:
         return f"invalid regex: {exc}"
     try:

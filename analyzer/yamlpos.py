@@ -23,8 +23,12 @@ class YamlSyntaxError(Exception):
 def compose(text: str) -> tuple[Any, Optional[yaml.Node]]:
     """Parse YAML text; return (data, node tree). Raises YamlSyntaxError with a position."""
     try:
-        node = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader)
+        loader = _Loader(text)          # one parse: the node tree, then the data built from it
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
