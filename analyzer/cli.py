@@ -13,6 +13,7 @@ from typing import Any, Optional
 import click
 
 from . import __version__
+from .config import ENGINES
 from .errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, LlmtriageError
 
 # command name -> "module:attribute" (imported on first use)
@@ -108,7 +109,7 @@ def _settings() -> dict[str, Any]:
 @click.option("-v", "--verbose", is_flag=True, help="Show fix snippets and tracebacks of internal errors.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
               help="Scan several FILES in N processes (0 = one per CPU); the output order is unchanged.")
-@click.option("--engine", type=click.Choice(["auto", "re2", "hyperscan", "python"]), default=None,
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
               help="Block scanner: re2 (default), hyperscan (pip install 'llmtriage[hyperscan]'), or "
                    "python (no compiled dependency). Same findings with each. Also LLMTRIAGE_ENGINE.")
 def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_severity: Optional[str],
@@ -184,8 +185,8 @@ def engine_mode(choice: Optional[str]) -> str:
     """The engine asked for (--engine, else LLMTRIAGE_ENGINE, else the config file's `engine`), checked:
     an unknown name or a missing optional scanner is a usage error."""
     mode = choice or "auto"
-    if mode not in ("auto", "re2", "hyperscan", "python"):
-        raise click.UsageError(f"unknown engine {mode!r} (auto, re2, hyperscan, python)")
+    if mode not in ENGINES:
+        raise click.UsageError(f"unknown engine {mode!r} ({', '.join(ENGINES)})")
     if mode == "hyperscan":
         try:
             import hyperscan  # noqa: F401

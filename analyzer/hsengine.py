@@ -15,7 +15,6 @@ block scanning, bisection down to lines and per-line attribution are the engine'
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 from pathlib import Path
 from typing import Any, Optional
@@ -99,13 +98,8 @@ def _load_or_build(patterns: list[str], cache_dir: Optional[Path]) -> tuple[Any,
             pass
     db, prefilter, leftover = _build(patterns)
     if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump({"db": hyperscan.dumpb(db) if db is not None else b"", "prefilter": prefilter,
-                             "leftover": leftover}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        from .loader import write_cache
+
+        write_cache(path, {"db": hyperscan.dumpb(db) if db is not None else b"", "prefilter": prefilter,
+                           "leftover": leftover})
     return db, prefilter, leftover

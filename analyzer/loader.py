@@ -127,9 +127,7 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
         try:
             os.close(r)
             try:
-                rs = validate_dirs(dirs, builtin=builtin)
-                payload: Any = ("ok", {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy,
-                                       "dirs": rs.dirs, "verified": rs.verified})
+                payload: Any = ("ok", _ruleset_data(validate_dirs(dirs, builtin=builtin)))
             except RuleLoadError as exc:
                 payload = ("problems", exc.problems)
             with os.fdopen(w, "wb") as fh:
@@ -178,16 +176,26 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
             pass
     ruleset = _validate_isolated(dirs, builtin) if ISOLATE_VALIDATION else validate_dirs(dirs, builtin=builtin)
     if cache is not None and key is not None:
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-            tmp = cache / f".rules-{key}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
-                pickle.dump({"rules": ruleset.rules, "locales": ruleset.locales, "taxonomy": ruleset.taxonomy,
-                             "dirs": ruleset.dirs, "verified": ruleset.verified}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache / f"rules-{key}.pickle")
-        except OSError:
-            pass
+        write_cache(cache / f"rules-{key}.pickle", _ruleset_data(ruleset))
     return ruleset
+
+
+def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
+    """A RuleSet as plain data (the cache file, and what a validating child sends back)."""
+    return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": rs.dirs,
+            "verified": rs.verified}
+
+
+def write_cache(path: Path, data: Any) -> None:
+    """Pickle `data` to `path` atomically (temp file + rename); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 # --------------------------------------------------------------------------- validation

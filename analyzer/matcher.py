@@ -280,10 +280,8 @@ class Engine:
         re-running the RE2 Set on halves of the block until the pieces are single lines. No
         per-pattern regex is compiled (bounded memory however many rules fire), sparse hits cost a
         few extra Set passes, and a block where every line hits costs one Set pass per line."""
-        if not any(self.any_users[pi] or self.doc_users[pi] for pi in flagged) and self.bare_idx not in flagged:
-            return []
         out: list[tuple[int, int]] = []
-        keep = set(flagged)
+        keep = set(flagged)      # the caller passes only patterns that still need locating
         set_match = self.set.Match
 
         def match(piece: bytes) -> list[int]:
