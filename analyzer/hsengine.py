@@ -14,12 +14,13 @@ block scanning, bisection down to lines and per-line attribution are the engine'
 """
 from __future__ import annotations
 
-import hashlib
 import pickle
 from pathlib import Path
 from typing import Any, Optional
 
 import hyperscan
+
+from .loader import blake2b
 
 _FLAGS = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_SINGLEMATCH
 
@@ -84,7 +85,7 @@ def _build(patterns: list[str]) -> tuple[Any, list[int], list[int]]:
 
 def _load_or_build(patterns: list[str], cache_dir: Optional[Path]) -> tuple[Any, list[int], list[int]]:
     """The build, cached as plain data (serialized database + id lists) keyed on the pattern list."""
-    h = hashlib.sha256(getattr(hyperscan, "__version__", "hs").encode())
+    h = blake2b(getattr(hyperscan, "__version__", "hs").encode(), digest_size=16)
     for p in patterns:
         h.update(p.encode() + b"\n")
     path = cache_dir / f"hs-{h.hexdigest()[:24]}.pickle" if cache_dir is not None else None

@@ -1,9 +1,11 @@
 """The detection engine (layer 2): one multi-pattern pass over binary blocks, then confirmation.
 
 1. Blocks of ~64 KiB (cut at a newline; forced cut at 1 MiB) are scanned once with an RE2 `Set`
-   holding every rule pattern, so the cost barely grows with the number of rules. Without
-   google-re2 the same blocks go through a keyword gate and stdlib `re` on bytes (slower, same
-   results; `mode="reference"` skips the keyword gate and is the oracle for equivalence tests).
+   holding every rule pattern, so the cost barely grows with the number of rules. Where that Set's
+   DFA cache thrashes (diverse text, nearly every line a hit), an RE2 Set of literals each match
+   must contain takes over for a while (`LiteralSet`). Without google-re2 the same blocks go
+   through a gate on those literals and stdlib `re` on bytes (slower, same results;
+   `mode="reference"` skips the gate and is the oracle for equivalence tests).
 2. For the patterns a block flags, hit positions are found with that one pattern; each hit
    segment (a line, or one `\\r` redraw of a progress bar) is attributed to its original line.
 3. Per rule only counters, the first hit and the last line are kept (bounded memory); the first
@@ -29,20 +31,27 @@ except ImportError:  # pragma: no cover
     _re2 = None
 
 RE2_MAX_MEM = 256 << 20
-# The Set's budget caps its DFA state cache, which is most of the engine's memory on hit-dense
-# input (~26 MB with 156 rules on the benchmark's every-line-a-hit log; ~2 MB on ordinary logs).
-# When full, RE2 empties the cache and goes on (a many-match DFA never gives up half-way), so results
-# stay exact, but a budget below the working set costs 20-50x in speed: 24 MB did that here.
-RE2_SET_MEM = 40 << 20
-# Below this Set throughput (bytes/s over a window of blocks) the input defeats the DFA cache, and
-# the rest of the scan takes the keyword-gated path, which needs no state cache (~1-4 MB/s).
-THRASH_BYTES_PER_S = 512 << 10
-THRASH_WINDOW = 1 << 20
+# The Set's budget caps its DFA state cache, which is most of the engine's memory: ~3 MB on ordinary
+# logs, but ~30-40 MB with 156 rules where nearly every line is a different hit (the benchmark's
+# every-line-a-hit log). When full, RE2 empties the cache and goes on (a many-match DFA never gives
+# up half-way), so results stay exact, but a budget below the working set costs ~100x in speed;
+# the thrash guard below hands such input to the literal Set within about a second.
+RE2_SET_MEM = 8 << 20
+# Below this Set throughput (bytes/s over a window of blocks, or over THRASH_MIN_S of scanning) the
+# input defeats the DFA cache, and the scan takes the literal Set (see LiteralSet), whose DFA is
+# bounded by the literals, for LITERAL_STAY bytes (4x longer each further time within a scan: the
+# literal Set is less selective, so ordinary logs scan faster on the pattern Set).
+THRASH_BYTES_PER_S = 1 << 20
+THRASH_MIN_S = 0.5
+LITERAL_STAY = 1 << 20
+LITERAL_SET_MEM = 8 << 20
+LITERAL_CAP = 16
+THRASH_WINDOW = 256 << 10
 REGEX_TIMEOUT_S = 0.5
 MAX_RANKS = 4096
 RANK_SAMPLES = 2000
 CAPTURE_SAMPLES = 8
-LOCATE_LINE_SPAN = 2048      # below this many bytes, hits are attributed line by line          # later hits kept per rule to fill captures the first hit lacks          # hits per rule whose prefix is parsed for the rank
+LOCATE_LINE_SPAN = 2048      # below this many bytes, hits are attributed line by line
 _BARE_EXC = r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception): "
 _BARE_EXC_TAIL = 60          # a bare "XError: ..." counts as the crash only near the end of the log
 _TB_MARK = b"Traceback (most recent call last)"
@@ -134,10 +143,9 @@ class Engine:
         # The traceback marker rides in the Set too, so blocks without one cost no extra scan.
         self.tb_idx = add(r"Traceback \(most recent call last\)")
         self._bytes_re: dict[int, Any] = {}
-        self._exact_re: dict[int, Any] = {}
         self._not_re: dict[int, list[Any]] = {}
         self._py_re: dict[tuple[int, int], Any] = {}
-        self.keywords = [[k.lower().encode() for k in r["keywords"]] for r in self.rules]
+        self._gate: Optional[tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]] = None
         self.set = None
         self.set_mem = 0
         self._inexact: set[int] = set()     # Set entries that are supersets: confirm hits with `re`
@@ -149,11 +157,27 @@ class Engine:
             self._inexact = set(range(len(self.patterns)))     # PCRE and RE2 classes differ at the edges
         elif self.mode == "re2":
             self.set, self.set_mem = _compile_set([relax_bounds(p) for p in self.patterns], set_mem)
-            if self.set is None:   # a huge user rule set: the keyword-gated path has no state budget
+            if self.set is None:   # a huge user rule set: the literal-gated stdlib path has no state budget
                 self.mode = "python"
             self._inexact = {pi for pi, p in enumerate(self.patterns) if relax_bounds(p) != p}
         self.thrash_rate = THRASH_BYTES_PER_S if thrash_rate is None else thrash_rate
-        self._degraded = False
+        self.leaves = 0                      # times this scan left the Set (see _leave_set)
+        self._active: Any = self.set         # what _flagged and _locate ask: the Set, or the literal Set
+        self._stay = self._away = 0          # bytes: how long to keep away from the Set (see _leave_set)
+        self._litset: Optional[LiteralSet] = None
+
+    def _leave_set(self) -> None:
+        """The Set's DFA cache thrashes on this input (diverse text, nearly every position a new DFA
+        state): answer with the literal Set for a while (see scan), 4x longer each further time."""
+        self.leaves += 1
+        self._away = self._stay
+        self._stay *= 4
+        if _re2 is None:
+            self._active = None             # literal gate + stdlib `re` per block
+            return
+        if self._litset is None:
+            self._litset = LiteralSet(self)
+        self._active = self._litset
 
     # ---------------------------------------------------------------- compiled helpers
     def _bytes_pattern(self, pi: int) -> Any:
@@ -171,16 +195,18 @@ class Engine:
         return c
 
     def _flagged(self, view: bytes) -> list[int]:
-        if self.set is not None and not self._degraded:
-            return self.set.Match(view)
+        if self._active is not None:
+            return self._active.Match(view)
         if self.mode == "reference":
             return [pi for pi in range(len(self.patterns)) if self._bytes_pattern(pi).search(view)]
+        if self._gate is None:
+            self._gate = _literal_gate(self)
+        needles, always = self._gate
         low = view.lower()
-        cand: set[int] = {self.bare_idx}
-        for ri, kws in enumerate(self.keywords):
-            if any(k in low for k in kws):
-                cand.update(self.rule_any[ri])
-        cand.update(pi for pi, used in enumerate(self.doc_users) if used)
+        cand: set[int] = set(always)
+        for (needle, icase), pis in needles:
+            if needle in (low if icase else view):
+                cand.update(pis)
         return [pi for pi in cand if self._bytes_pattern(pi).search(view)]
 
     # ---------------------------------------------------------------- scanning
@@ -197,8 +223,10 @@ class Engine:
         encodings: set[str] = set()
         non_utf8 = False
         obs = [factory(self) for factory in self.observers]
-        self._degraded = False
+        self.leaves = 0
+        self._active = self.set
         win_bytes, win_s = 0, 0.0
+        self._stay, self._away = LITERAL_STAY, 0
         for chunk, forced in iter_blocks(fh):
             nbytes += len(chunk)
             forced_cuts += forced
@@ -217,16 +245,19 @@ class Engine:
                     or (self.doc_users[pi] and pi not in doc_hits)]
             if todo:
                 bare = self._handle(todo, lines, view, line_base, states, doc_hits, bare)
-            if self.set is not None and not self._degraded:
+            on_set = self.set is not None and self._active is self.set
+            if on_set:          # is the Set's DFA cache thrashing? then leave it for a while
                 win_bytes += len(view)
                 win_s += perf_counter() - t0
-                if win_bytes >= THRASH_WINDOW:
+                if win_s >= THRASH_MIN_S or win_bytes >= THRASH_WINDOW:
                     if win_bytes < win_s * self.thrash_rate:
-                        self._degraded = True
+                        self._leave_set()
                     win_bytes, win_s = 0, 0.0
-                tbpos = view.find(_TB_MARK) if flagged and self.tb_idx in flagged else -1
-            else:
-                tbpos = view.find(_TB_MARK)
+            elif self.set is not None:
+                self._away -= len(view)
+                if self._away <= 0:
+                    self._active = self.set
+            tbpos = view.find(_TB_MARK) if not on_set or (flagged and self.tb_idx in flagged) else -1
             if tbpos >= 0 or tbp.active:
                 start = 0 if tbp.active else view.rfind(b"\n", 0, tbpos) + 1
                 ln = line_base + lines.count(b"\n", 0, start)
@@ -282,9 +313,16 @@ class Engine:
         few extra Set passes, and a block where every line hits costs one Set pass per line."""
         out: list[tuple[int, int]] = []
         keep = set(flagged)      # the caller passes only patterns that still need locating
-        set_match = self.set.Match
+        set_match = self._active.Match
+        # a Set whose DFA cache thrashes makes every piece slow: leave it mid-block (see _leave_set)
+        deadline = (perf_counter() + THRASH_MIN_S / 2 if self._active is self.set and self.thrash_rate > 0
+                    and _re2 is not None else None)
 
         def match(piece: bytes) -> list[int]:
+            nonlocal set_match, deadline
+            if deadline is not None and perf_counter() > deadline:
+                self._leave_set()
+                set_match, deadline = self._active.Match, None
             return [pi for pi in set_match(piece) or () if pi in keep]
 
         stack = [(0, len(view), flagged)]
@@ -316,12 +354,11 @@ class Engine:
         return out
 
     def _exact(self, pi: int, view: bytes, a: int, b: int) -> bool:
-        """The Set holds relaxed patterns (see relax_bounds); confirm the exact one on the line."""
-        c = self._exact_re.get(pi, _UNSET)
-        if c is _UNSET:
-            c = self._exact_re[pi] = (re.compile(("(?m)" + self.patterns[pi]).encode())
-                                      if pi in self._inexact else None)
-        return c is None or c.search(view, a, b) is not None
+        """The Set holds relaxed patterns (see relax_bounds), and the literal Set answers supersets;
+        confirm the exact pattern on the line."""
+        if pi not in self._inexact and self._active is self.set:
+            return True
+        return self._bytes_pattern(pi).search(view, a, b) is not None
 
     def _locate_py(self, flagged: list[int], view: bytes) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
@@ -345,8 +382,7 @@ class Engine:
     def _handle(self, flagged: list[int], lines: bytes, view: bytes, line_base: int,
                 states: dict[int, _RuleState], doc_hits: set[int], bare: Optional[tuple[int, bytes]]
                 ) -> Optional[tuple[int, bytes]]:
-        events = self._locate(flagged, view) if self.set is not None and not self._degraded \
-            else self._locate_py(flagged, view)
+        events = self._locate(flagged, view) if self._active is not None else self._locate_py(flagged, view)
         events.sort()
         counted_to = 0
         newlines = 0
@@ -492,8 +528,73 @@ class Engine:
         )
 
 
+def _located(engine: "Engine") -> list[int]:
+    """The patterns whose hits the engine locates (rule patterns and the bare exception)."""
+    return [pi for pi in range(len(engine.patterns))
+            if engine.any_users[pi] or engine.doc_users[pi] or pi == engine.bare_idx]
+
+
+def _literal_index(engine: "Engine", key: Callable[[str, bool], Any]) -> tuple[dict[Any, list[int]], list[int]]:
+    """key(literal, ignore_case) -> the patterns whose every match holds that literal (see
+    literals.required_literals), and the patterns without a required literal."""
+    from .literals import required_literals
+
+    users: dict[Any, set[int]] = {}
+    rest: list[int] = []
+    for pi in _located(engine):
+        lits = required_literals(engine.patterns[pi])
+        if lits is None:
+            rest.append(pi)
+        for text, icase in lits or ():
+            users.setdefault(key(text, icase), set()).add(pi)
+    return {k: sorted(v) for k, v in sorted(users.items())}, rest
+
+
+def _literal_gate(engine: "Engine") -> tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]:
+    """For the stdlib path: (needle, ignore ASCII case) -> patterns. Bytes patterns fold ASCII case
+    only, and so does `bytes.lower`, so the gate never drops a hit."""
+    users, rest = _literal_index(engine, lambda t, ic: (t.encode().lower() if ic else t.encode(), ic))
+    return list(users.items()), rest
+
+
+class LiteralSet:
+    """The engine's fallback when the pattern Set's DFA cache thrashes (diverse text where nearly
+    every position is a new DFA state): the same `Match(bytes)` question, answered with a superset.
+
+    One RE2 Set holds, for every pattern, literals that each of its matches must contain (see
+    `literals.required_literals`; at most LITERAL_CAP characters of each, the end of the literal): a
+    literal Set's DFA has at most one state per literal prefix (~2-3 MB with 156 rules), whatever
+    the input. The rare pattern without a required literal goes to a small Set of its own.
+    `Engine._exact` confirms every candidate on its line with the exact pattern."""
+
+    def __init__(self, engine: "Engine"):
+        users, rest = _literal_index(engine, lambda text, icase: (text[-LITERAL_CAP:], icase))
+        keys = list(users)
+        self.lit_pats = list(users.values())
+        self.lits, _ = _compile_set([("(?i)" if icase else "") + _literal(text) for text, icase in keys],
+                                    LITERAL_SET_MEM)
+        self.rest_pats = rest
+        self.rest = None
+        if rest:
+            self.rest, _ = _compile_set([relax_bounds(engine.patterns[pi]) for pi in rest], LITERAL_SET_MEM)
+        if self.lits is None or (rest and self.rest is None):   # pragma: no cover - literals always fit
+            raise RuntimeError("literal Set does not compile")
+
+    def Match(self, data: bytes) -> list[int]:
+        out: set[int] = set()
+        for li in self.lits.Match(data) or ():
+            out.update(self.lit_pats[li])
+        if self.rest is not None:
+            out.update(self.rest_pats[i] for i in self.rest.Match(data) or ())
+        return list(out)
+
+
+def _literal(text: str) -> str:
+    """`text` as an RE2 literal: ASCII punctuation and spaces as \\xHH, everything else as is."""
+    return "".join(c if c.isalnum() or ord(c) > 127 else "\\x%02x" % ord(c) for c in text)
+
+
 _PY_CACHE: dict[str, Any] = {}
-_UNSET = object()
 
 
 def _compile_set(patterns: list[str], mem: int) -> tuple[Any, int]:

@@ -20,7 +20,7 @@ def test_triage_never_imports_torch_or_transformers(tmp_path):
 
 def test_a_cold_rule_cache_is_validated_outside_the_scanning_process(tmp_path):
     """The CLI validates on a cache miss in a forked child: yaml and pydantic never enter the process
-    that scans (its peak RSS is the same cold and warm); the result equals in-process validation,
+    that scans (its peak RSS is the same cold and warm), nor does OpenSSL (`hashlib`: 3.6 MB); the result equals in-process validation,
     and rule problems still come back as the same one-line errors (tests/test_rule_file_errors.py)."""
     import os
 
@@ -32,7 +32,7 @@ def test_a_cold_rule_cache_is_validated_outside_the_scanning_process(tmp_path):
     p.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     code = ("import sys, json\nfrom llmtriage.cli import main\n"
             f"rc = main(['--format', 'json', {str(p)!r}])\n"
-            "sys.stderr.write('HEAVY=' + ','.join(m for m in ('yaml', 'pydantic') if m in sys.modules))\n")
+            "sys.stderr.write('HEAVY=' + ','.join(m for m in ('yaml', 'pydantic', '_hashlib') if m in sys.modules))\n")
     env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "cache")}
     for run in ("cold", "warm"):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, env=env)
