@@ -257,7 +257,7 @@ class Engine:
                 self._away -= len(view)
                 if self._away <= 0:
                     self._active = self.set
-            tbpos = view.find(_TB_MARK) if not on_set or (flagged and self.tb_idx in flagged) else -1
+            tbpos = view.find(_TB_MARK) if self._active is None or (flagged and self.tb_idx in flagged) else -1
             if tbpos >= 0 or tbp.active:
                 start = 0 if tbp.active else view.rfind(b"\n", 0, tbpos) + 1
                 ln = line_base + lines.count(b"\n", 0, start)
@@ -529,9 +529,9 @@ class Engine:
 
 
 def _located(engine: "Engine") -> list[int]:
-    """The patterns whose hits the engine locates (rule patterns and the bare exception)."""
+    """The patterns a stand-in for the Set must answer: rules', the bare exception, the traceback mark."""
     return [pi for pi in range(len(engine.patterns))
-            if engine.any_users[pi] or engine.doc_users[pi] or pi == engine.bare_idx]
+            if engine.any_users[pi] or engine.doc_users[pi] or pi in (engine.bare_idx, engine.tb_idx)]
 
 
 def _literal_index(engine: "Engine", key: Callable[[str, bool], Any]) -> tuple[dict[Any, list[int]], list[int]]:

@@ -634,13 +634,15 @@ def main() -> int:
             table.add("optional extra: --engine hyperscan", "hyperscan not installed", "report", None)
 
     if want("size"):
-        pts = []
+        files = {}
         for frac in (0.1, 0.5, 1.0):
             f = big if frac == 1.0 else truncate_copy(big, work / f"train-{size:g}mb-s{args.seed}-{frac:g}.log",
                                                       size * frac)
             warm(f)
-            r = alternate({"lt": json_cmd + [str(f)]}, args.reps, env=env)
-            pts.append((f.stat().st_size / MB, r["lt"]["med"]))
+            files[frac] = f
+        # the three sizes alternate within each round, so drift in machine speed hits them alike
+        r = alternate({frac: json_cmd + [str(f)] for frac, f in files.items()}, max(args.reps, 5), env=env)
+        pts = [(f.stat().st_size / MB, r[frac]["med"]) for frac, f in files.items()]
         per = [t / m * 1024 for m, t in pts]
         # linear = constant marginal cost per GB (start-up is a fixed offset, not a non-linearity)
         marg = [(t2 - t1) / (m2 - m1) * 1024 for (m1, t1), (m2, t2) in zip(pts, pts[1:])]
@@ -707,6 +709,13 @@ def main() -> int:
         if not small.exists():
             small = tmp / "small.log"
             small.write_text("step 1\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+        # A wheel install ships byte-compiled modules; an editable one under PYTHONDONTWRITEBYTECODE
+        # (set on these machines) would recompile ours on every start (~30 ms): compile them once.
+        import compileall
+
+        import llmtriage
+
+        compileall.compile_dir(str(Path(llmtriage.__file__).parent), quiet=1)
         cache = tmp / "cache-warm"
         wenv = dict(os.environ, LLMTRIAGE_CACHE_DIR=str(cache))
         run_measured(lt + [str(small)], env=wenv)

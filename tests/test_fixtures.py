@@ -61,13 +61,19 @@ def test_every_rule_is_top_of_a_fixture(engine, ruleset):
     assert not missing, f"rules that are the top finding of no fixture: {missing}"
 
 
-@pytest.mark.parametrize("mode", ["auto", "hyperscan"])
+@pytest.mark.parametrize("mode", ["auto", "literal-set", "python", "hyperscan"])
 def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
-    from llmtriage.matcher import Engine
+    """literal-set: the thrash fallback (LiteralSet) answers every block, confirmed line by line."""
+    from llmtriage.matcher import Engine, LiteralSet, _re2
 
     if mode == "hyperscan":
         pytest.importorskip("hyperscan")
-    fast, ref = Engine(ruleset, mode=mode), Engine(ruleset, mode="reference")
+    if mode == "literal-set" and _re2 is None:
+        pytest.skip("google-re2 not installed")
+    fast, ref = Engine(ruleset, mode="auto" if mode == "literal-set" else mode), Engine(ruleset, mode="reference")
+    if mode == "literal-set":
+        fast.set = LiteralSet(fast)
+        fast._inexact = set(range(len(fast.patterns)))
     for path in LOGS:
         a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(fast, path).findings]
         b = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(ref, path).findings]
