@@ -70,6 +70,46 @@ def relax_bounds(pattern: str, limit: int = 8) -> str:
     return _BOUNDED.sub(lambda m: m.group(0) if int(m.group(2)) <= limit else "{%s,}" % m.group(1), pattern)
 
 
+def set_form(pattern: str) -> tuple[str, bool]:
+    """The pattern as the RE2 Set holds it, and whether the Set's hits are then exact.
+
+    Hits are decided by stdlib bytes patterns; the Set (Latin-1, see _compile_set) agrees with them
+    except in three places: large bounds are relaxed (relax_bounds), RE2's `\\s` lacks the vertical
+    tab that Python's has (widened here: `\\s` becomes `[\\s\\x0b]`, and `\\S` `[^\\s\\x0b]`; a
+    `\\S` inside a class stays a superset), and `(?i)` folds Latin-1 letters in non-ASCII patterns.
+    Inexact entries are confirmed line by line (Engine._exact)."""
+    out: list[str] = []
+    exact = pattern.isascii()
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e == "s":
+                out.append("\\s\\x0b" if in_class else "[\\s\\x0b]")
+            elif e == "S" and not in_class:
+                out.append("[^\\s\\x0b]")
+            else:
+                exact = exact and e != "S"
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if not in_class and c == "[":
+            j = i + 1
+            j += pattern.startswith("^", j)
+            j += pattern.startswith("]", j)     # a "]" right after "[" or "[^" is a member
+            out.append(pattern[i:j])
+            in_class, i = True, j
+            continue
+        if in_class and c == "]":
+            in_class = False
+        out.append(c)
+        i += 1
+    form = "".join(out)
+    relaxed = relax_bounds(form)
+    return relaxed, exact and relaxed == form
+
+
 def render_template(template: str, captures: dict[str, str]) -> str:
     def seg(m: re.Match[str]) -> str:
         names = _PLACEHOLDER.findall(m.group(1))
@@ -156,10 +196,11 @@ class Engine:
             self.set = HyperscanSet([relax_bounds(p) for p in self.patterns], _cache_dir(), set_mem)
             self._inexact = set(range(len(self.patterns)))     # PCRE and RE2 classes differ at the edges
         elif self.mode == "re2":
-            self.set, self.set_mem = _compile_set([relax_bounds(p) for p in self.patterns], set_mem)
+            forms = [set_form(p) for p in self.patterns]
+            self.set, self.set_mem = _compile_set([f for f, _ in forms], set_mem)
             if self.set is None:   # a huge user rule set: the literal-gated stdlib path has no state budget
                 self.mode = "python"
-            self._inexact = {pi for pi, p in enumerate(self.patterns) if relax_bounds(p) != p}
+            self._inexact = {pi for pi, (_, exact) in enumerate(forms) if not exact}
         self.thrash_rate = THRASH_BYTES_PER_S if thrash_rate is None else thrash_rate
         self.leaves = 0                      # times this scan left the Set (see _leave_set)
         self._active: Any = self.set         # what _flagged and _locate ask: the Set, or the literal Set
@@ -576,7 +617,7 @@ class LiteralSet:
         self.rest_pats = rest
         self.rest = None
         if rest:
-            self.rest, _ = _compile_set([relax_bounds(engine.patterns[pi]) for pi in rest], LITERAL_SET_MEM)
+            self.rest, _ = _compile_set([set_form(engine.patterns[pi])[0] for pi in rest], LITERAL_SET_MEM)
         if self.lits is None or (rest and self.rest is None):   # pragma: no cover - literals always fit
             raise RuntimeError("literal Set does not compile")
 
@@ -609,6 +650,9 @@ def _compile_set(patterns: list[str], mem: int) -> tuple[Any, int]:
         opts.max_mem = budget
         opts.log_errors = False
         opts.never_nl = True
+        # Latin-1: one byte, one character, as in the stdlib bytes patterns that decide every hit.
+        # In UTF-8 mode `[^\n]` does not match an invalid byte, and GBK logs are full of them.
+        opts.encoding = _re2.Options.Encoding.LATIN1
         s = _re2.Set.SearchSet(opts)
         for p in patterns:
             s.Add("(?m)" + p)

@@ -5,6 +5,7 @@
     python benchmarks/fuzz_logparse.py -max_total_time=120          # time-boxed run
     python benchmarks/fuzz_logparse.py -runs=20000 -max_len=8192     # bounded by iterations
     python benchmarks/fuzz_logparse.py --engine -max_total_time=60   # also the whole engine (slower)
+    python benchmarks/fuzz_logparse.py --differential SEEDS/ -max_total_time=60
 
 Invariants checked on every input (a failure crashes with the input saved as crash-*):
 - the block reader returns exactly the input, cut at newlines or at max_line;
@@ -12,6 +13,9 @@ Invariants checked on every input (a failure crashes with the input saved as cra
 - decoding, normalising, prefix splitting and the traceback parser never raise;
 - (--engine) a scan never raises except InputError (empty / binary input), and every finding's line
   is inside the input.
+- (--differential) the default engine, the literal Set that stands in for a thrashing RE2 Set, and
+  the literal-gated stdlib path all find exactly what the per-pattern reference path finds. Seed it
+  with real log lines (a corpus dir of fixture excerpts) so that mutations keep hitting rules.
 libFuzzer flags (-max_total_time, -runs, -max_len, corpus dirs) pass through.
 """
 from __future__ import annotations
@@ -30,6 +34,11 @@ with atheris.instrument_imports():
                                     split_prefix)
 
 ENGINE = None
+OTHERS: list = []      # (name, engine) compared with ENGINE under --differential
+
+
+def _key(rep):
+    return [(f.rule_id, f.line, f.count, f.last_line, sorted(f.captures.items())) for f in rep.findings]
 
 
 def _check(data: bytes) -> None:
@@ -64,15 +73,28 @@ def _check(data: bytes) -> None:
         for f in rep.findings:
             if not 1 <= f.line <= total:
                 raise AssertionError(f"{f.rule_id}: line {f.line} outside 1..{total}")
+        for name, other in OTHERS:
+            if _key(scan_source(other, raw, name="fuzz")) != _key(rep):
+                raise AssertionError(f"the {name} engine disagrees with the reference path")
 
 
 def main() -> None:
     global ENGINE
-    argv = [a for a in sys.argv if a != "--engine"]
-    if "--engine" in sys.argv:
+    argv = [a for a in sys.argv if a not in ("--engine", "--differential")]
+    if "--engine" in sys.argv or "--differential" in sys.argv:
         from llmtriage import get_engine
 
         ENGINE = get_engine()
+    if "--differential" in sys.argv:
+        from llmtriage import load_rules
+        from llmtriage.matcher import Engine, LiteralSet
+
+        rules = load_rules()
+        ENGINE = Engine(rules, mode="reference")
+        default, literal = Engine(rules), Engine(rules)
+        literal.set = LiteralSet(literal)              # the thrash fallback answers every block
+        literal._inexact = set(range(len(literal.patterns)))
+        OTHERS.extend([("default", default), ("literal-set", literal), ("python", Engine(rules, mode="python"))])
     atheris.Setup(argv, _check)
     atheris.Fuzz()
 
