@@ -262,7 +262,6 @@ class Engine:
         nbytes = 0
         forced_cuts = 0
         encodings: set[str] = set()
-        non_utf8 = False
         obs = [factory(self) for factory in self.observers]
         self.leaves = 0
         self._active = self.set
@@ -271,14 +270,15 @@ class Engine:
         for chunk, forced in iter_blocks(fh):
             nbytes += len(chunk)
             forced_cuts += forced
-            lines, view = match_view(chunk)
-            if not non_utf8 and not chunk.isascii():
+            if not chunk.isascii():
                 try:
                     chunk.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     if not (forced and exc.start > len(chunk) - 4):
-                        non_utf8 = True
-                        encodings.add(decode_line(chunk[max(0, exc.start - 64):exc.start + 64])[1])
+                        chunk, gbk = _utf8_lines(chunk)     # rule patterns are UTF-8: GBK lines must be too
+                        if gbk:
+                            encodings.add("gb18030")
+            lines, view = match_view(chunk)
             t0 = perf_counter()
             flagged = self._flagged(view)
             # a requires/unless pattern only needs its first hit: once seen, it is not located again
@@ -628,6 +628,26 @@ class LiteralSet:
         if self.rest is not None:
             out.update(self.rest_pats[i] for i in self.rest.Match(data) or ())
         return list(out)
+
+
+def _utf8_lines(chunk: bytes) -> tuple[bytes, bool]:
+    """`chunk` with each line that is not UTF-8 but decodes as GB18030 (GBK logs from Chinese
+    Windows or locales) re-encoded as UTF-8, so that patterns holding Chinese text match it. A
+    newline byte never occurs inside a GB18030 character, so lines and their numbers stay. Also
+    says whether any line was GB18030."""
+    out = chunk.split(b"\n")
+    gbk = False
+    for i, line in enumerate(out):
+        if not line.isascii():
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                try:
+                    out[i] = line.decode("gb18030").encode("utf-8")
+                    gbk = True
+                except UnicodeDecodeError:
+                    pass
+    return b"\n".join(out), gbk
 
 
 def _literal(text: str) -> str:

@@ -74,6 +74,22 @@ def test_crlf_and_gbk(small):
     assert rep.findings[0].line == 2 and rep.encoding == "gb18030"
 
 
+def test_chinese_wordings_match_in_gbk_logs_as_in_utf8_logs(engine):
+    """Rule patterns are UTF-8; a GBK line (Chinese Windows, zh_CN.GBK locales) is re-encoded before
+    matching, so `设备上没有空间` or `已杀死` are found in either encoding, on the same lines."""
+    from llmtriage.matcher import Engine, scan_bytes
+
+    text = ("训练开始 step 1\n"
+            "OSError: [Errno 28] 设备上没有空间: '/data/ckpt/global_step100/mp_rank_00_model_states.pt'\n"
+            "finetune.sh: 行 37: 1847261 已杀死     python finetune.py\n")
+    key = lambda r: [(f.rule_id, f.line, f.count) for f in r.findings]  # noqa: E731
+    utf, gbk = scan_bytes(engine, text.encode()), scan_bytes(engine, text.encode("gbk"))
+    assert key(utf) and key(gbk) == key(utf)
+    assert gbk.encoding == "gb18030" and utf.encoding == "utf-8"
+    assert "设备上没有空间" in [f for f in gbk.findings if f.line == 2][0].evidence
+    assert key(scan_bytes(engine.__class__(engine.ruleset, mode="reference"), text.encode("gbk"))) == key(gbk)
+
+
 def test_unknown_names_the_headline_exception(small):
     log = ("Traceback (most recent call last):\n  File \"/home/u/train.py\", line 9, in main\n    x()\n"
            "  File \"/usr/lib/python3/site-packages/lib.py\", line 3, in x\n    raise KeyError('foo')\nKeyError: 'foo'\n")
