@@ -223,29 +223,27 @@ def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, 
     assert len(a.findings) > 30
 
 
-def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path):
-    """Counted, not timed: with every window judged "thrashing", the scan leaves the Set, comes back
-    after LITERAL_STAY bytes, leaves again and then stays away 4x longer; findings stay exact."""
+def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path, monkeypatch):
+    """Counted, not timed: with every window judged "thrashing", the scan leaves the Set (dropping it
+    and its DFA cache), compiles it afresh when it comes back after LITERAL_STAY bytes, leaves again
+    and then stays away 4x longer; findings stay exact."""
     from llmtriage import matcher
 
     if matcher._re2 is None:
         pytest.skip("google-re2 not installed")
     log = _bench_module().generate_log(tmp_path / "bench.log", 3, seed=3)
     eng = matcher.Engine(ruleset, thrash_rate=float("inf"))
-    came_back = []
-    real_match = eng.set.Match
-
-    class Spy:
-        def Match(self, data):
-            came_back.append(eng.leaves)
-            return real_match(data)
-
-    eng.set = eng._active = Spy()
+    first = eng.set
+    compiles = []
+    real = matcher._compile_set
+    monkeypatch.setattr(matcher, "_compile_set",
+                        lambda pats, mem: compiles.append((len(pats), eng.leaves)) or real(pats, mem))
     rep = scan_source(eng, log)
     # 3 MB: leave after 256 KiB, back after 1 MiB more, leave after 256 KiB, away for 4 MiB (the rest)
     assert eng.leaves == 2
-    assert came_back[0] == 0 and came_back[-1] == 1 and set(came_back) == {0, 1}   # asked again in between
-    assert isinstance(eng._active, matcher.LiteralSet)
+    assert eng.set is not first and isinstance(eng._active, matcher.LiteralSet)
+    assert (len(eng.patterns), 1) in compiles            # the Set was compiled again on the way back
+    assert not any(n == len(eng.patterns) and leaves != 1 for n, leaves in compiles)
     _same_detections(rep, scan_source(matcher.Engine(ruleset, mode="reference"), log))
 
 
