@@ -18,7 +18,34 @@ SHARED = ROOT.parent / "shared"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="rewrite fixtures/**/*.expected.json")
+    parser.addoption("--update-golden", "--update-goldens", action="store_true",
+                     help="rewrite golden files (also LLMTRIAGE_UPDATE_GOLDENS=1); without it a missing golden fails")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Real torch/transformers reproducers are part of the slow tier.
+    for item in items:
+        if item.get_closest_marker("reproducer"):
+            item.add_marker(pytest.mark.slow)
+
+
+def _updating(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden")) or os.environ.get("LLMTRIAGE_UPDATE_GOLDENS") == "1"
+
+
+@pytest.fixture
+def golden(request):
+    """Compare text with a golden file. Regenerating is an explicit opt-in (`--update-golden` or
+    LLMTRIAGE_UPDATE_GOLDENS=1); a missing golden always fails, so a deleted one cannot come back by itself."""
+
+    def check(path: Path, text: str) -> None:
+        if _updating(request):
+            path.write_text(text, encoding="utf-8")
+        elif not path.exists():
+            pytest.fail(f"{path.name} is missing: run `pytest --update-golden`, review the new file and commit it")
+        assert text == path.read_text(encoding="utf-8"), f"{path.name} differs (review, then `pytest --update-golden`)"
+
+    return check
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ fixtures/unknown/<slug>.log      top finding is `unknown`
 `<slug>.expected.json` beside a log is compared with the report (`pytest --update-golden` rewrites).
 """
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ def _golden_view(report):
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[str(p.relative_to(FIXTURES)) for p in LOGS])
-def test_fixture(engine, path, request):
+def test_fixture(engine, path, golden):
     report = scan_source(engine, path, name=path.name)
     folder = path.relative_to(FIXTURES).parts[0]
     errors = [f for f in report.findings if f.severity == "error"]
@@ -42,13 +41,7 @@ def test_fixture(engine, path, request):
         assert errors, "no error finding"
         assert errors[0].category == folder, [(f.rule_id, f.category) for f in errors[:3]]
         assert report.findings[0] is errors[0]
-    golden = path.with_suffix(".expected.json")
-    view = _golden_view(report)
-    if not golden.exists() and os.environ.get("CI"):
-        pytest.fail(f"{golden.name} is missing: run `pytest --update-golden` locally, review and commit it")
-    if request.config.getoption("--update-golden") or not golden.exists():
-        golden.write_text(json.dumps(view, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert view == json.loads(golden.read_text(encoding="utf-8"))
+    golden(path.with_suffix(".expected.json"), json.dumps(_golden_view(report), indent=2, ensure_ascii=False) + "\n")
 
 
 def test_every_rule_is_top_of_a_fixture(engine, ruleset):
@@ -78,3 +71,17 @@ def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
         a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(fast, path).findings]
         b = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(ref, path).findings]
         assert a == b, path
+
+
+def test_a_missing_golden_fails_without_any_opt_in(golden, tmp_path, monkeypatch, request):
+    if request.config.getoption("--update-golden"):
+        pytest.skip("goldens are being regenerated")
+    monkeypatch.delenv("LLMTRIAGE_UPDATE_GOLDENS", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    missing = tmp_path / "deleted.expected.json"
+    with pytest.raises(pytest.fail.Exception, match="is missing"):
+        golden(missing, "{}\n")
+    assert not missing.exists()
+    monkeypatch.setenv("LLMTRIAGE_UPDATE_GOLDENS", "1")
+    golden(missing, "{}\n")
+    assert missing.read_text(encoding="utf-8") == "{}\n"

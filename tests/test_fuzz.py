@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # time-boxed fuzzing: slow tier
+
 pytest.importorskip("atheris")
 HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz_logparse.py"
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # pip-installs the hook into a pre-commit env: slow tier
+
 ROOT = Path(__file__).resolve().parents[1]
 OOM = ("Traceback (most recent call last):\n  File \"train.py\", line 5, in <module>\n    loss.backward()\n"
        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of "
