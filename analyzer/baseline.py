@@ -81,6 +81,7 @@ class Baseline:
         dropped = len(report.findings) - len(keep)
         if dropped:
             out.extra["baselined"] = dropped
+            out.extra["baseline_file"] = _rel(str(self.path), Path.cwd())
         return out
 
 

@@ -81,15 +81,11 @@ def cli() -> None:
     """
 
 
-def _settings() -> dict[str, Any]:
-    """Project configuration ([tool.llmtriage] / .llmtriage.yaml), when the config module exists."""
-    try:
-        from .config import load_settings
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.endswith("config"):
-            return {}
-        raise
-    return load_settings(os.getcwd())
+def _settings(config_file: Optional[str] = None) -> dict[str, Any]:
+    """Project configuration (--config FILE, else [tool.llmtriage] / .llmtriage.yaml found upward)."""
+    from .config import load_settings
+
+    return load_settings(os.getcwd(), config_file)
 
 
 @cli.command()
@@ -100,10 +96,19 @@ def _settings() -> dict[str, Any]:
               help="Extra rule folder (repeatable).")
 @click.option("--min-severity", type=click.Choice(SEVERITIES), default=None, help="Hide findings below this.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of explanations.")
-@click.option("--top", type=int, default=None, help="Show at most N findings per log (human format).")
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Show at most N findings per log (human format).")
 @click.option("--no-color", is_flag=True, help="Disable colour (also NO_COLOR=1).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when an error is found.")
 @click.option("--disable", multiple=True, help="Rule id to turn off (repeatable).")
+@click.option("--select", "--only", "select", multiple=True, metavar="RULE_OR_CATEGORY",
+              help="Report only findings of these rule ids or categories (repeatable).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="One line per input (source, root cause category/rule, action, line) and nothing else.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to FILE instead of standard output.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Configuration file (.llmtriage.yaml or pyproject.toml); also LLMTRIAGE_CONFIG.")
+@click.option("--no-baseline", is_flag=True, help="Show findings that the baseline file acknowledges.")
 @click.option("--allow-empty", is_flag=True,
               help="Treat an empty log as healthy instead of an input error (the pre-commit hook uses it).")
 @click.option("-v", "--verbose", is_flag=True, help="Show fix snippets and tracebacks of internal errors.")
@@ -114,12 +119,17 @@ def _settings() -> dict[str, Any]:
                    "python (no compiled dependency). Same findings with each. Also LLMTRIAGE_ENGINE.")
 def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_severity: Optional[str],
            lang: Optional[str], top: Optional[int], no_color: bool, exit_zero: bool, disable: tuple[str, ...],
-           allow_empty: bool, verbose: bool, jobs: int = 1, engine: Optional[str] = None) -> None:
-    """Triage crashed-job logs (FILES, or standard input with `-` or a pipe)."""
+           allow_empty: bool, verbose: bool, jobs: int = 1, engine: Optional[str] = None,
+           select: tuple[str, ...] = (), quiet: bool = False, output_file: Optional[str] = None,
+           config_file: Optional[str] = None, no_baseline: bool = False) -> None:
+    """Triage crashed-job logs (FILES, or standard input with `-` or a pipe).
+
+    An unreadable, missing or empty input is reported for that file (an error entry in every format)
+    and the others are still triaged; the exit status is then 2."""
     from . import get_engine, scan_source
     from .render import get_renderer
 
-    settings = _settings()
+    settings = _settings(config_file)
     rules_dirs = tuple(settings.get("rules", ())) + rules_dirs
     disable = tuple(settings.get("disable", ())) + disable
     min_severity = min_severity or settings.get("min_severity")
@@ -134,31 +144,52 @@ def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_se
     if n_jobs > 1 and "-" not in files:
         reports = _scan_parallel(files, n_jobs, (tuple(rules_dirs), lang, disable, mode), allow_empty)
     else:
-        from .errors import EmptyInputError
-        from .findings import Report
-
         reports = []
         for f in files:
             source: Any = _stdin_checked() if f == "-" else Path(f)
             try:
                 reports.append(scan_source(engine, source, name=f if f == "-" else None))
-            except EmptyInputError:
-                if not allow_empty:
-                    raise
-                reports.append(Report(source=f))
-    baseline = settings.get("baseline_filter")
+            except LlmtriageError as exc:
+                reports.append(_input_error_report(f, exc, allow_empty))
+    baseline = None if no_baseline else settings.get("baseline_filter")
     if baseline is not None:
-        reports = [baseline(r) for r in reports]
+        reports = [r if r.extra.get("error") else baseline(r) for r in reports]
     if min_severity:
         floor = SEVERITIES.index(min_severity)
         for r in reports:
             r.findings = [x for x in r.findings if SEVERITIES.index(x.severity) >= floor]
-    render = get_renderer(fmt)
-    out = click.get_text_stream("stdout")
-    render(reports, out, color=use_color(no_color, out), lang=lang, verbose=verbose, top=top)
-    out.flush()
+    if select:
+        wanted = set(select)
+        for r in reports:
+            r.findings = [x for x in r.findings if x.rule_id in wanted or x.category in wanted]
+    render = get_renderer("quiet" if quiet else fmt)
+    if output_file:
+        with open(output_file, "w", encoding="utf-8", newline="") as out:
+            render(reports, out, color=False, lang=lang, verbose=verbose, top=top)
+    else:
+        out = click.get_text_stream("stdout")
+        render(reports, out, color=use_color(no_color, out), lang=lang, verbose=verbose, top=top)
+        out.flush()
+    bad = [r for r in reports if r.extra.get("error")]
+    for r in bad:      # also one line each on stderr, after the report of the good inputs
+        click.echo(f"error: {r.extra['error']}", err=True)
+    if bad:
+        sys.exit(EXIT_USAGE)
     failed = any(x.severity == "error" for r in reports for x in r.findings)
     sys.exit(EXIT_OK if exit_zero or not failed else EXIT_FINDINGS)
+
+
+def _input_error_report(source: str, exc: LlmtriageError, allow_empty: bool) -> Any:
+    """The report of an input that could not be triaged: an `error` entry instead of findings (an empty
+    log is healthy under --allow-empty). Errors other than input errors (rules, configuration) abort."""
+    from .errors import EmptyInputError, InputError
+    from .findings import Report
+
+    if isinstance(exc, EmptyInputError) and allow_empty:
+        return Report(source=source)
+    if not isinstance(exc, InputError):
+        raise exc
+    return Report(source=source, extra={"error": str(exc)})
 
 
 def _stdin_checked() -> Any:
@@ -213,7 +244,6 @@ def _scan_parallel(files: tuple[str, ...], jobs: int, key: tuple[Any, ...], allo
     import multiprocessing as mp
 
     from .errors import EmptyInputError, InputError
-    from .findings import Report
 
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     chunk = max(1, len(files) // (jobs * 8))
@@ -222,12 +252,10 @@ def _scan_parallel(files: tuple[str, ...], jobs: int, key: tuple[Any, ...], allo
         for path, (kind, val) in zip(files, pool.imap(_scan_one, files, chunksize=chunk)):
             if kind == "err":
                 name, msg, code = val
-                if name == "EmptyInputError" and allow_empty:
-                    reports.append(Report(source=path))
-                    continue
-                exc = InputError(msg) if name in ("InputError", "EmptyInputError") else LlmtriageError(msg)
+                exc = {"InputError": InputError, "EmptyInputError": EmptyInputError}.get(name, LlmtriageError)(msg)
                 exc.exit_code = code
-                raise exc
+                reports.append(_input_error_report(path, exc, allow_empty))
+                continue
             reports.append(val)
     return reports
 

@@ -32,13 +32,16 @@ LANGS = ("en", "zh")
 YAML_NAME = ".llmtriage.yaml"
 
 
-def find_config(start_dir: str | os.PathLike) -> Optional[tuple[Path, dict[str, Any], str]]:
-    """(file, raw table, label) of the nearest configuration, or None."""
-    explicit = os.environ.get("LLMTRIAGE_CONFIG")
+def find_config(start_dir: str | os.PathLike, explicit: Optional[str] = None
+                ) -> Optional[tuple[Path, dict[str, Any], str]]:
+    """(file, raw table, label) of the nearest configuration, or None. `explicit` (--config) wins over
+    LLMTRIAGE_CONFIG, which wins over the search upward from `start_dir`."""
+    origin = "--config" if explicit else "LLMTRIAGE_CONFIG"
+    explicit = explicit or os.environ.get("LLMTRIAGE_CONFIG")
     if explicit:
         p = Path(explicit)
         if not p.is_file():
-            raise ConfigError(f"{p}: LLMTRIAGE_CONFIG names a file that does not exist")
+            raise ConfigError(f"{p}: {origin} names a file that does not exist")
         return _read(p, required=True)
     d = Path(start_dir).resolve()
     while True:
@@ -202,14 +205,14 @@ def parse_settings(p: Path, table: dict[str, Any], label: str = "") -> dict[str,
     return out
 
 
-def load_settings(start_dir: str | os.PathLike) -> dict[str, Any]:
+def load_settings(start_dir: str | os.PathLike, explicit: Optional[str] = None) -> dict[str, Any]:
     """Settings of the nearest configuration above `start_dir` ({} when there is none).
 
     Keys: rules (absolute folder paths), disable, min_severity, lang, engine, baseline (path),
     baseline_filter (Report -> Report), config_file."""
-    if os.environ.get("LLMTRIAGE_NO_CONFIG"):
+    if os.environ.get("LLMTRIAGE_NO_CONFIG") and not explicit:
         return {}
-    found = find_config(start_dir)
+    found = find_config(start_dir, explicit)
     if found is None:
         return {}
     return parse_settings(*found)

@@ -49,6 +49,8 @@ def get_renderer(fmt: str) -> Callable[..., None]:
         return render_json
     if fmt == "human":
         return render_human
+    if fmt == "quiet":
+        return render_quiet
     target = RENDERERS.get(fmt)
     if target is None:
         raise KeyError(fmt)
@@ -79,10 +81,14 @@ _SEV = {"error": ("✖", "red"), "warning": ("▲", "yellow"), "info": ("•", "
 _LABELS = {
     "en": {"line": "line", "lines": "lines", "ranks": "ranks", "rank": "rank", "why": "Why", "what": "What",
            "fixes": "Fixes", "at": "at", "none": "no known failure signature found", "also": "Also found",
-           "times": "x", "when": "when", "verified": "verified", "root": "Root cause", "more": "more"},
+           "times": "x", "when": "when", "verified": "verified", "root": "Root cause", "more": "more",
+           "input_error": "input error", "baselined": "findings baselined (see {file}; --no-baseline shows them)",
+           "ok": "ok"},
     "zh": {"line": "行", "lines": "行", "ranks": "rank", "rank": "rank", "why": "原因", "what": "含义",
            "fixes": "修复方法", "at": "位于", "none": "未发现已知的故障特征", "also": "其他发现",
-           "times": "次", "when": "适用条件", "verified": "已验证", "root": "根因", "more": "更多"},
+           "times": "次", "when": "适用条件", "verified": "已验证", "root": "根因", "more": "更多",
+           "input_error": "输入错误", "baselined": "条发现已记入基线（见 {file}；--no-baseline 可显示）",
+           "ok": "正常"},
 }
 
 
@@ -112,6 +118,12 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
         if rep.extra.get("step") is not None:
             extra.append(f"step {rep.extra['step']}")
         out.write(header + (st("  (" + ", ".join(extra) + ")", "dim") if extra else "") + "\n")
+        if rep.extra.get("error"):
+            out.write("  " + st("✖ " + L["input_error"], "red", "bold") + f": {redact(rep.extra['error'])}\n")
+            continue
+        if rep.extra.get("baselined"):
+            out.write("  " + st(f"{rep.extra['baselined']} " + L["baselined"].format(
+                file=rep.extra.get("baseline_file") or ".llmtriage-baseline.json"), "dim") + "\n")
         if not rep.findings:
             out.write("  " + st("✔ " + L["none"], "green") + "\n")
             continue
@@ -122,7 +134,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
             if i == 0:
                 out.write(f"  {st(head, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
                 out.write(f"    {redact(f.message)}\n")
-                out.write(f"    {st(_where(f, L), 'cyan')}: {st(redact(f.evidence[:300]), 'dim')}\n")
+                out.write(f"    {st(_where(f, L), 'cyan')}: {st(_cut(redact(f.evidence), 300), 'dim')}\n")
                 if f.location is not None:
                     out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
                 if f.explanation:
@@ -142,7 +154,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                         out.write(f"       {_wrap(fx['detail'], 7)}\n")
                         if fx.get("when"):
                             out.write(f"       ({L['when']}: {fx['when']})\n")
-                        if fx.get("snippet") and verbose:
+                        if fx.get("snippet"):
                             for sl in str(fx["snippet"]).splitlines():
                                 out.write(f"         {st(sl, 'cyan')}\n")
                 if len(shown) > 1:
@@ -151,6 +163,27 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                 out.write(f"    {st(icon, colr)} {f.title} {st('[' + f.rule_id + ']', 'dim')} — {_where(f, L)}\n")
         if top is not None and len(rep.findings) > top:
             out.write(f"    … {len(rep.findings) - top} {L['more']}\n")
+
+
+def render_quiet(reports: list[Report], out: TextIO, *, lang: Optional[str] = None, **_: Any) -> None:
+    """-q: one line per input: source, root cause (category/rule), action, line; or the input error."""
+    L = _LABELS["zh" if lang == "zh" else "en"]
+    for rep in reports:
+        if rep.extra.get("error"):
+            out.write(f"{rep.source}: {L['input_error']}: {redact(rep.extra['error'])}\n")
+            continue
+        f = rep.top
+        if f is None:
+            out.write(f"{rep.source}: {L['ok']}\n")
+            continue
+        action = getattr(f, "action", None) or rep.extra.get("action")
+        out.write(f"{rep.source}: {f.severity} {f.category}/{f.rule_id}"
+                  + (f" {action}" if action else "") + f" {L['line']} {f.line}\n")
+
+
+def _cut(text: str, width: int) -> str:
+    """At most `width` characters; a cut line ends with an ellipsis (mask secrets before cutting)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _wrap(text: str, indent: int = 4) -> str:

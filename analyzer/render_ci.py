@@ -90,16 +90,23 @@ def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
                 phys["artifactLocation"] = {"description": {"text": "standard input"}}
             res["locations"] = [{"physicalLocation": phys}]
             results.append(res)
-    doc = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "llmtriage", "version": __version__, "semanticVersion": __version__,
-                                "informationUri": INFO_URI, "rules": rule_objs}},
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "llmtriage", "version": __version__, "semanticVersion": __version__,
+                            "informationUri": INFO_URI, "rules": rule_objs}},
+        "columnKind": "unicodeCodePoints",
+        "results": results,
     }
+    failed = [rep for rep in reports if rep.extra.get("error")]
+    if failed:    # inputs that could not be read: the run is reported, with one notification each
+        run["invocations"] = [{
+            "executionSuccessful": False,
+            "toolExecutionNotifications": [
+                {"level": "error", "message": {"text": redact(rep.extra["error"])},
+                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(rep.source)}}}]
+                 if _uri(rep.source) else []}
+                for rep in failed],
+        }]
+    doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
     json.dump(doc, out, ensure_ascii=False, indent=2)
     out.write("\n")
 
@@ -158,6 +165,9 @@ def render_github(reports: list[Report], out: TextIO, *, cap: int = GITHUB_CAP, 
             out.write(_annotation(kind, files[0] if len(files) == 1 else "", None,
                                   f"llmtriage: {len(rest)} more {kind} findings", text))
     for rep in reports:
+        if rep.extra.get("error"):
+            out.write(_annotation("error", rep.source, None, "llmtriage: input error", redact(rep.extra["error"])))
+            continue
         n = len(rep.findings)
         base = rep.extra.get("baselined")
         out.write(f"llmtriage: {rep.source}: {n} finding{'s' if n != 1 else ''}"
