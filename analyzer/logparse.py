@@ -151,7 +151,9 @@ _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exceptio
 _EXC_OTHER = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][a-z0-9]+[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[A-Z][a-z]\w*"
                         r"|(?:[A-Za-z_]\w*\.)+(?:error|timeout|gaierror|herror))(?::\s?(?P<msg>(?!\[[A-Z]+\]).*))?$")
 _CPP = re.compile(r"^(?:Exception raised from |frame #\d+:)")
-_LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\|/usr/lib/)")
+# Library frames: never "your code". Cython modules (.pyx) and frozen/built-in modules are libraries too.
+_LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib(?:64)?/python\d|<frozen |<built-in|\\lib\\|/usr/lib/"
+                      r"|\.(?:pyx|pxi|pxd|so)$)")
 BENIGN_EXC = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration"}
 
 

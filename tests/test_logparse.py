@@ -127,3 +127,24 @@ def test_exceptions_not_named_error_are_found_after_frames_but_logger_lines_are_
                   "torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 4211 closing signal"):
         exc = _headline(frames + [noise, "ValueError: bad"])
         assert exc is not None and exc.type == "ValueError" and exc.line == 5, (noise, exc)
+
+
+def test_user_frame_skips_cython_frozen_and_library_frames():
+    from llmtriage.logparse import TracebackParser
+
+    text = '''Traceback (most recent call last):
+  File "/home/u/proj/train.py", line 88, in <module>
+    main()
+  File "/home/u/proj/train.py", line 61, in main
+    batch = next(it)
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "pyarrow/table.pxi", line 1609, in pyarrow.lib._Tabular.__getitem__
+  File "pyarrow/_compute.pyx", line 598, in pyarrow._compute.call_function
+  File "/opt/conda/lib64/python3.10/json/decoder.py", line 337, in decode
+pyarrow.lib.ArrowInvalid: JSON parse error: Missing a closing quotation mark in string.
+'''
+    p = TracebackParser()
+    for i, line in enumerate(text.splitlines(), 1):
+        p.feed(i, line)
+    exc = p.headline()
+    assert (exc.user_frame.file, exc.user_frame.line) == ("/home/u/proj/train.py", 61)
