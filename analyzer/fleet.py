@@ -34,7 +34,7 @@ from .matcher import Engine, default_observers
 from .render import redact
 
 FIELDS: list[tuple[str, str]] = [       # (name, arrow type) in Parquet column order
-    ("source", "string"), ("kind", "string"), ("size", "int64"), ("mtime", "double"), ("status", "string"),
+    ("source", "string"), ("kind", "string"), ("size", "int64"), ("mtime", "float64"), ("status", "string"),
     ("category", "string"), ("rule_id", "string"), ("action", "string"), ("severity", "string"),
     ("line", "int64"), ("rank", "int64"), ("node", "string"), ("gpu", "string"), ("job_id", "string"),
     ("step", "int64"), ("phase", "string"), ("message", "string"), ("evidence", "string"),
