@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import re
 import shutil
@@ -445,6 +446,7 @@ def _run_ray(items: list[dict[str, Any]], *, jobs: int, address: Optional[str], 
             kw["num_cpus"] = jobs or os.cpu_count() or 1
             kw["include_dashboard"] = False
         ray.init(logging_level="ERROR", log_to_driver=False, **kw)
+    logging.getLogger("ray.data").setLevel(logging.ERROR)     # stdout/stderr carry our summary, not Ray's plan
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 200)))
