@@ -197,18 +197,23 @@ def expand_sources(sources: Iterable[str], *, since: Optional[float] = None,
 # ------------------------------------------------------------------------------ host hints
 
 class HostScan:
-    """Block observer: the Slurm header's job id and node, and node names from NCCL `host:pid:tid`
-    and pdsh/deepspeed `node-3: ` line prefixes (counts, at most MAX_HOSTS names)."""
+    """Block observer: the Slurm header's job id and node (every block), and node names from NCCL
+    `host:pid:tid` and pdsh/deepspeed `node-3: ` line prefixes (counts, at most MAX_HOSTS names; the
+    first 4 blocks and every 16th after, so a multi-GB log pays a few regex passes, not one per block)."""
 
     def __init__(self, engine: Any = None):
         self.slurm: Optional[tuple[str, str]] = None
         self.hosts: Counter[str] = Counter()
+        self.blocks = 0
 
     def feed(self, lines: bytes, view: bytes = b"", line_base: int = 0) -> None:
         if self.slurm is None and b"slurmstepd" in lines:
             m = _SLURM.search(lines)
             if m:
                 self.slurm = (m.group(1).decode(), m.group(2).decode())
+        self.blocks += 1
+        if self.blocks > 4 and self.blocks % 16:       # node names: the first blocks, then every 16th
+            return
         found: list[bytes] = []
         if b" NCCL " in lines:
             found += _NCCL_LINE.findall(lines)
