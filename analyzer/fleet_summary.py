@@ -119,7 +119,7 @@ def draft_rule(template: str, example: str, count: int, lang: Optional[str] = No
     rule = {
         "id": rid,
         "category": "CHOOSE-A-CATEGORY",
-        "title": t["title"].format(template_short=headline[:50])[:90],
+        "title": t["title"].format(template_short=_short(headline, 50))[:90],
         "status": "preview",
         "role": "cause",
         "severity": "error",
@@ -137,6 +137,10 @@ def draft_rule(template: str, example: str, count: int, lang: Optional[str] = No
     }
     body = yaml.safe_dump(rule, sort_keys=False, allow_unicode=True, width=200)
     return f"# {t['category_note']}\n{body}"
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " ..."
 
 
 # ------------------------------------------------------------------------------ output

@@ -249,6 +249,12 @@ def test_ray_engine_gives_the_local_rows(tmp_path):
     try:
         on_ray = run(items, engine="ray")
         assert on_ray == local
+        if HAS_ARROW:       # the same Parquet content from either engine
+            import pyarrow.parquet as pq
+
+            write_parquet(on_ray, str(tmp_path / "ray.parquet"))
+            write_parquet(local, str(tmp_path / "local.parquet"))
+            assert pq.read_table(tmp_path / "ray.parquet").equals(pq.read_table(tmp_path / "local.parquet"))
         # a Dataset of bytes (read_binary_files): same category as the path rows
         ds = ray.data.read_binary_files(str(d / "torchrun-4gpu-sft-backward.log"), include_paths=True)
         (r,) = triage_dataset(ds).take_all()
