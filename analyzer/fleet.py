@@ -416,6 +416,8 @@ def run(items: list[dict[str, Any]], *, engine: str = "local", jobs: int = 1, ad
         if n > 1:
             import multiprocessing as mp
 
+            engine_for(rules_dirs, lang)       # compiled once here, shared copy-on-write by forked workers
+
             ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
             with ctx.Pool(n) as pool:
                 out = list(pool.imap_unordered(fn, items, chunksize=1))
@@ -450,7 +452,11 @@ def _run_ray(items: list[dict[str, Any]], *, jobs: int, address: Optional[str], 
         if not address and not os.environ.get("RAY_ADDRESS"):
             kw["num_cpus"] = jobs or os.cpu_count() or 1
             kw["include_dashboard"] = False
-        ray.init(logging_level="ERROR", log_to_driver=False, **kw)
+        try:
+            ray.init(logging_level="ERROR", log_to_driver=False, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            at = address or os.environ.get("RAY_ADDRESS") or "local"
+            raise InputError(texts(lang)["ray_failed"].format(address=at, error=str(exc).splitlines()[0][:300])) from None
     logging.getLogger("ray.data").setLevel(logging.ERROR)     # stdout/stderr carry our summary, not Ray's plan
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
