@@ -341,7 +341,7 @@ def triage_item(item: dict[str, Any], *, data: Optional[bytes] = None, rules_dir
     except OSError as exc:
         row["error"] = f"{src}: {exc.strerror or exc}"
     except Exception as exc:  # noqa: BLE001 - one bad input never stops a fleet run
-        row["error"] = f"{src}: {type(exc).__name__}: {exc}"[:500]
+        row["error"] = redact(f"{src}: {type(exc).__name__}: {exc}")[:500]
     if row["error"]:
         row["status"] = "unreadable"
     return row
