@@ -155,16 +155,16 @@ def render_human(summary: dict[str, Any], out: TextIO, *, lang: Optional[str] = 
     healthy = summary["by_category"].get("none", 0)
     out.write(t["title"].format(logs=summary["logs"], failed=summary["failed"], healthy=healthy,
                                 failed_to_read=summary["failed_to_read"]) + "\n")
-    out.write(f"\n{t['by_category']}:\n")
+    out.write(f"\n{t['by_category']}\n")
     total = max(1, summary["logs"])
     for cat, n in summary["by_category"].items():
         out.write(f"  {cat:<26} {n:>6}  {100 * n / total:5.1f}%\n")
-    out.write(f"\n{t['by_action']}:\n")
+    out.write(f"\n{t['by_action']}\n")
     if not summary["by_action"]:
         out.write(f"  {t['no_action']}\n")
     for act, n in summary["by_action"].items():
         out.write(f"  {act:<26} {n:>6}\n")
-    out.write(f"\n{t['repeat_offenders']}:\n")
+    out.write(f"\n{t['repeat_offenders']}\n")
     if not summary["repeat_offenders"]:
         out.write(f"  {t['no_offenders']}\n")
     for o in summary["repeat_offenders"][:max_items]:
@@ -172,7 +172,7 @@ def render_human(summary: dict[str, Any], out: TextIO, *, lang: Optional[str] = 
         if o["gpus"]:
             cats += "; GPU " + ", ".join(o["gpus"][:4])
         out.write("  " + t["offender"].format(node=o["node"], jobs=o["jobs"], categories=cats) + "\n")
-    out.write(f"\n{t['unknown_clusters']}:\n")
+    out.write(f"\n{t['unknown_clusters']}\n")
     if not summary["unknown_clusters"]:
         out.write(f"  {t['no_unknown']}\n")
     for c in summary["unknown_clusters"][:max_items]:
