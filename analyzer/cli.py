@@ -29,6 +29,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "baseline": "llmtriage.cli_workflows:baseline",
     "job": "llmtriage.cli_job:job",
     "diff": "llmtriage.cli_job:diff",
+    "fleet": "llmtriage.cli_fleet:fleet",
 }
 SEVERITIES = ("info", "warning", "error")
 

@@ -17,6 +17,8 @@ Rows:
   start-up     p50 wall time on a small log, warm rule cache vs `python -c pass` (<= 5x), cold (<= 25x)
   many files   `llmtriage triage a.log b.log ...` with --jobs 1 and --jobs N (when the option exists)
   job          `llmtriage job` on 64 ranks x 50 MB (when the command exists)
+  fleet        `llmtriage fleet --engine local` over 500 generated logs, --jobs 1 vs 2, and what
+               100 nodes x 16 cores would read per hour at the measured per-worker rate
 """
 from __future__ import annotations
 
@@ -558,15 +560,81 @@ def has_option(cmd: list[str], sub: str, opt: str) -> bool:
     return r.returncode == 0 and opt in r.stdout
 
 
+def fleet_logs(big: Path, work: Path, n: int, kb: float, seed: int = 5) -> Path:
+    """`n` logs of about `kb` KiB cut from the big log (a random slice each), every 3rd ending in a
+    rule example's error and every 7th a binary file: a directory like a cluster's failed-job store."""
+    d = work / f"fleet-{n}x{kb:g}k"
+    if d.is_dir() and len(list(d.iterdir())) == n:
+        return d
+    d.mkdir(exist_ok=True)
+    rng = random.Random(seed)
+    err = [b for sev, b in _incidents() if sev == "error"] or [""]
+    size = big.stat().st_size
+    with open(big, "rb") as src:
+        for i in range(n):
+            path = d / f"job-{i:04d}.log"
+            if i % 7 == 6:
+                path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(rng.getrandbits(8) for _ in range(4096)))
+                continue
+            src.seek(rng.randrange(max(1, size - int(kb * 1024) - 1)))
+            src.readline()
+            body = src.read(int(kb * 1024)) + src.readline()
+            host = f"gpu-node-{rng.randint(0, 40):02d}: "
+            tail = "".join(host + ln + "\n" for ln in rng.choice(err).splitlines()) if i % 3 == 0 else ""
+            path.write_bytes(body + tail.encode())
+    return d
+
+
+def fleet_row(table: "Table", lt: list[str], big: Path, work: Path, n: int, kb: float, env: dict,
+              reps: int = 1) -> None:
+    """`llmtriage fleet --engine local` with 1 and 2 worker processes over the same directory."""
+    if subprocess.run(lt + ["fleet", "--help"], capture_output=True).returncode != 0:
+        table.add(f"fleet: {n} logs", "skipped: `llmtriage fleet` does not exist", "scale across cores", None)
+        return
+    d = fleet_logs(big, work, n, kb)
+    for p in d.iterdir():
+        warm(p)
+    tot = sum(p.stat().st_size for p in d.iterdir()) / MB
+    base = lt + ["fleet", "--engine", "local", "--format", "json"]
+    wall: dict[str, list[float]] = {"1": [], "2": []}
+    cpu: dict[str, list[float]] = {"1": [], "2": []}
+    rss: dict[str, float] = {"1": 0.0, "2": 0.0}
+    for _ in range(reps):
+        for k in ("1", "2"):
+            c0 = _children_cpu()
+            t, r, _ = run_measured(base + ["--jobs", k, str(d)], env=env)
+            cpu[k].append(_children_cpu() - c0)
+            wall[k].append(t)
+            rss[k] = max(rss[k], r)
+    t1, t2 = statistics.median(wall["1"]), statistics.median(wall["2"])
+    core_s = statistics.median(cpu["1"])                  # CPU seconds of one worker: robust to machine load
+    per_core = tot / core_s
+    fleet_tb_h = per_core * 100 * 16 * 3600 / 1e6         # 100 nodes x 16 cores, MB -> TB
+    logs_h = n / core_s * 100 * 16 * 3600
+    table.add(f"fleet: {n} logs x {kb:g} KiB, --jobs 1 vs 2",
+              f"{n / t1:.0f} logs/s with 1 worker, {n / t2:.0f} logs/s with 2: {t1 / t2:.2f}x wall; "
+              f"{1000 * core_s / n:.0f} CPU-ms per log ({per_core:.1f} MB/s per core); peak RSS "
+              f"{rss['1']:.0f} / {rss['2']:.0f} MB per process; 100 nodes x 16 cores at this per-core rate: "
+              f"{fleet_tb_h:.1f} TB/h, {logs_h / 1e6:.0f} M logs/h",
+              ">= 1.2x with 2", t1 / t2 >= 1.2)
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=float, default=1024, help="size of the main synthetic log (default 1024)")
     ap.add_argument("--reps", type=int, default=3, help="alternating repetitions per comparison (median)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dir", default=os.environ.get("LLMTRIAGE_BENCH_DIR", "/tmp/llmtriage-bench"))
-    ap.add_argument("--only", default="", help="comma list: throughput,size,rules,observers,memory,startup,files,job")
+    ap.add_argument("--only", default="", help="comma list: throughput,size,rules,observers,memory,startup,files,job,fleet")
     ap.add_argument("--job-ranks", type=int, default=64)
     ap.add_argument("--job-mb", type=float, default=50)
+    ap.add_argument("--fleet-logs", type=int, default=500)
+    ap.add_argument("--fleet-kb", type=float, default=256, help="size of each fleet log (KiB)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     want = (lambda k: not only or k in only)
@@ -789,6 +857,9 @@ def main() -> int:
             else:
                 table.add(f"job: {args.job_ranks} ranks x {args.job_mb:g} MB", msg + "; no --jobs", "scale across cores",
                           False)
+
+    if want("fleet"):
+        fleet_row(table, lt, big, work, args.fleet_logs, args.fleet_kb, env, max(1, args.reps // 2))
 
     shutil.rmtree(tmp, ignore_errors=True)
     print()
