@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .errors import InputError
-from .job_texts import say
 
 MAX_DUMP_BYTES = 512 << 20        # larger files are refused (a dump of 20000 entries is far smaller)
 MAX_SEQS = 4096                   # collectives kept per rank and process group (the newest)
@@ -185,6 +184,10 @@ def _tup(x: Any) -> Any:
     return tuple(_tup(v) for v in x) if isinstance(x, (list, tuple)) else x
 
 
+def _lists(x: Any) -> Any:
+    return [_lists(v) for v in x] if isinstance(x, (list, tuple)) else x
+
+
 def _user_frame(frames: Any) -> str:
     if not isinstance(frames, list):
         return ""
@@ -239,7 +242,7 @@ def reduce_dump(obj: dict[str, Any]) -> tuple[dict[str, RankGroup], dict[str, tu
             prev.sig = prev.sig + (part,)
             prev.op, prev.state = op if op.endswith("coalesced") else prev.op, state
             continue
-        g.calls[seq] = Call(op=op, sig=(part,), state=state, sizes=[list(ins), list(outs)] if ins or outs else [],
+        g.calls[seq] = Call(op=op, sig=(part,), state=state, sizes=[_lists(ins), _lists(outs)] if ins or outs else [],
                             t=_int(e.get("time_created_ns"), 0), frame=_user_frame(e.get("frames")))
         if len(g.calls) > MAX_SEQS:
             del g.calls[min(g.calls)]
@@ -368,7 +371,8 @@ def _mismatch(per: dict[int, dict[str, RankGroup]], members: dict[str, tuple[str
 def _find(res: FRResult, per: dict[int, dict[str, RankGroup]], members: dict[str, tuple[str, list[int]]]) -> None:
     mm = _mismatch(per, members)
     waits: dict[int, set[int]] = {}
-    hangs: list[tuple] = []      # (t, name, desc, seq, laggards, waiters, call)
+    hangs: list[tuple] = []      # (t, name, desc, seq, laggards, dead, waiters, call)
+    notstarted: set[int] = set()
     for name, (desc, ranks) in members.items():
         have = {r: per[r][name] for r in ranks if r in per and name in per[r]}
         if not have:
@@ -393,6 +397,17 @@ def _find(res: FRResult, per: dict[int, dict[str, RankGroup]], members: dict[str
             calls = [have[r].calls[hi] for r in ahead if hi in have[r].calls]
             if not calls:
                 continue
+        elif hi >= 0 and len(have) > 1 and all(hi in g.calls for g in have.values()):
+            # every rank entered #hi; NCCL marks it started where the kernel ran: the ranks where it
+            # stayed scheduled never got there (their GPU stream was stuck before it)
+            states = {r: g.calls[hi].state for r, g in have.items()}
+            if "completed" in states.values() or not {"started", "scheduled"} <= set(states.values()):
+                continue
+            s = hi
+            ahead = sorted(r for r, v in states.items() if v == "started")
+            lag = sorted(r for r, v in states.items() if v == "scheduled")
+            calls = [have[r].calls[hi] for r in ahead]
+            notstarted.update(lag)
         else:
             continue
         for w in ahead:
@@ -425,6 +440,8 @@ def _find(res: FRResult, per: dict[int, dict[str, RankGroup]], members: dict[str
     _, name, desc, s, lag, dead, waiters, call = pick  # type: ignore[misc]
     if kind == "missing" and not (set(lag) & set(sinks)) and set(dead) & set(sinks):
         kind = "nodump"
+    elif kind == "missing" and set(lag) & set(sinks) and set(lag) <= notstarted:
+        kind = "notstarted"
     res.kind, res.group, res.desc, res.seq = kind, name, desc, s
     res.suspects = sinks
     res.op, res.sizes, res.frame = call.op, call.sizes, call.frame
@@ -446,54 +463,5 @@ def _rank_table(res: FRResult, per: dict[int, dict[str, RankGroup]], world: set[
                         "state": c.state if c else None, "last_seq": last, "last_op": c.op if c else None}
 
 
-# ------------------------------------------------------------------------------ the job
-
-ROOT_FIRST = ("native-crash", "gpu-hardware-fault")     # a suspect's crash or Xid outranks any other cause
-
-
-def _list(ranks: list[int], n: int = 8) -> str:
-    return ", ".join(map(str, ranks[:n])) + (" …" if len(ranks) > n else "")
-
-
-def _sizes(x: Any) -> str:
-    if not x:
-        return "-"
-    ins = x[0] if isinstance(x, list) and x else x
-    return json.dumps(ins, separators=(",", ":"))
-
-
-def describe(frr: FRResult, lang: Optional[str]) -> str:
-    """The verdict in one sentence."""
-    v: dict[str, Any] = {"dumps": frr.dumps, "suspects": _list(frr.suspects), "op": frr.op, "seq": frr.seq,
-                         "group": f"{frr.group} ({frr.desc})" if frr.desc and frr.desc != frr.group else frr.group,
-                         "waiting": _list(frr.waiting), "frame": frr.frame, "sizes": _sizes(frr.sizes)}
-    if frr.suspect_call:
-        v["suspect_op"] = frr.suspect_call["op"]
-        v["suspect_sizes"] = _sizes([frr.suspect_call["sizes"]])
-    return say("flight_recorder", frr.kind, lang, v)
-
-
-def merge_into(res: Any, frr: FRResult, lang: Optional[str]) -> None:
-    """Put the verdict into a JobResult: job.flight_recorder, one sentence after the cascade, and a suspect
-    rank whose own log shows a cause (a native crash or an Xid first) becomes the root cause."""
-    from .jobs import cascade_sentence   # jobs imports this module at call time; keep the cycle lazy
-
-    res.flight_recorder = frr.to_dict()
-    sentence = describe(frr, lang)
-    by_rank = {r.rank: r for r in res.ranks if r.rank is not None}
-    cands = [by_rank[s] for s in frr.suspects if s in by_rank and by_rank[s].status == "cause" and by_rank[s].top]
-    if cands:
-        pick = min(cands, key=lambda r: (r.top.category not in ROOT_FIRST, r.top.sort_key(), r.rank))
-        if pick is not res.first:
-            launcher = next((f for rep in res.reports for f in rep.findings if f.category == "launcher-child-failed"), None)
-            res.first, res.root, res.phase, res.step = pick, pick.top, pick.phase, pick.step
-            res.silent_ranks = []
-            res.cascade = cascade_sentence(pick, res.ranks, pick.top, launcher, zh=lang == "zh")
-        sentence += " " + say("flight_recorder", "root", lang, {"rank": pick.rank, "title": pick.top.title,
-                                                                 "category": pick.top.category})
-    res.fr_sentence = sentence
-    res.cascade = (res.cascade + " " + sentence).strip() if res.cascade else sentence
-
-
 __all__ = ["PlainUnpickler", "DumpRefused", "FRResult", "load_dump", "sniff", "find_dumps", "analyze_dumps",
-           "reduce_dump", "rank_of", "describe", "merge_into"]
+           "reduce_dump", "rank_of"]

@@ -28,7 +28,8 @@ from typing import Any, Iterable, Optional
 
 from .errors import InputError
 from .findings import JSON_VERSION, Finding, Report
-from .flight_recorder import analyze_dumps, find_dumps, merge_into
+from .flight_recorder import analyze_dumps, find_dumps
+from .fr_verdict import merge_into
 from .stalls import job_stall
 from .logparse import decode_line, iter_blocks, match_view, normalise_text, split_prefix
 
