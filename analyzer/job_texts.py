@@ -4,8 +4,6 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any, Optional
 
-import yaml
-
 from .matcher import render_template
 
 _TEXTS: dict[str, Any] = {}
@@ -13,6 +11,8 @@ _TEXTS: dict[str, Any] = {}
 
 def job_texts() -> dict[str, Any]:
     if not _TEXTS:
+        import yaml   # deferred: the triage path (stalls' observer imports this module) never loads yaml
+
         text = files("llmtriage.rules").joinpath("job_texts.yaml").read_text(encoding="utf-8")
         _TEXTS.update(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return _TEXTS
