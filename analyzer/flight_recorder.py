@@ -318,6 +318,7 @@ def analyze_dumps(paths: list[Path]) -> FRResult:
     if not per:
         return res
     # members: pg_config where it names them, else every rank whose dump holds the group
+    configured = {n for n, (_, ranks) in members.items() if ranks}
     for name in list(members):
         desc, ranks = members[name]
         have = sorted(r for r in per if name in per[r])
@@ -327,9 +328,24 @@ def analyze_dumps(paths: list[Path]) -> FRResult:
         world |= set(ranks)
     world |= set(range(max(world) + 1))
     res.missing_dumps = sorted(world - set(per))
+    if res.missing_dumps:
+        _guess_members(members, configured, res.missing_dumps)
     _find(res, per, members)
     _rank_table(res, per, world)
     return res
+
+
+def _guess_members(members: dict[str, tuple[str, list[int]]], configured: set[str], missing: list[int]) -> None:
+    """Groups known only from the dumps (gloo leaves pg_config empty) miss the ranks that left no dump:
+    a group smaller than the largest of its family (ep_group_0, ep_group_1, ...: the description without
+    its number) may hold them, so they join it as members without a dump."""
+    family: dict[str, int] = {}
+    for name, (desc, ranks) in members.items():
+        key = re.sub(r"\d+$", "", desc or name)
+        family[key] = max(family.get(key, 0), len(ranks))
+    for name, (desc, ranks) in list(members.items()):
+        if name not in configured and len(ranks) < family[re.sub(r"\d+$", "", desc or name)]:
+            members[name] = (desc, sorted(set(ranks) | set(missing)))
 
 
 def _majority(sigs: dict[int, tuple]) -> Optional[tuple]:

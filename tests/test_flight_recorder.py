@@ -40,7 +40,8 @@ def test_rank_that_never_entered_the_collective(job):
     d = r.to_dict()
     assert d["collective"]["sizes"] == [[64, 32]] and d["collective"]["seq_id"] == 7
     assert d["ranks"]["5"]["last_seq"] == 6 and d["ranks"]["0"]["last_seq"] == 7
-    assert "generate_fr.py" in d["collective"]["frame"]
+    if job == "8rank-hang":      # _dump_fr_trace_json() writes no stack frames
+        assert "generate_fr.py" in d["collective"]["frame"]
 
 
 def test_json_and_pickle_dumps_agree():
