@@ -11,8 +11,8 @@ input_sizes, output_sizes, input_dtypes, output_dtypes, state (scheduled|started
 time_created_ns, frames, is_p2p, ...}]}`.
 
 Pickles go through `PlainUnpickler`, which refuses every global (and persistent id): a dump that
-names any class or function is refused with one line, never executed; the loaded object is then
-checked to hold plain types only. Dumps are read one at a time and reduced to a few numbers per
+names any class or function is refused with one line, never executed, so what loads is built-in
+scalars and containers only. Dumps are read one at a time and reduced to a few numbers per
 collective, so memory stays near one dump's size.
 
 Analysis, per process group (entries grouped by `process_group` name), over the collective sequence
@@ -26,6 +26,7 @@ numbers every rank keeps:
 """
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -43,7 +44,6 @@ SNIFF = 4096
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".json.gz", ".expected.json")
 _TRAILING_RANK = re.compile(r"(\d{1,6})(?:\.(?:json|pkl|pickle|bin))?$")
 _INT = re.compile(r"-?\d+")
-PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
 # ops whose input (i) and/or output (o) sizes must agree on every rank of the group (torch's Op.match)
 SAME_SIZES = {
     "broadcast": "io", "_broadcast_oop": "io", "reduce": "i", "_reduce_oop": "i", "all_reduce": "io",
@@ -70,21 +70,6 @@ class PlainUnpickler(pickle.Unpickler):
         raise DumpRefused("holds a persistent id")
 
 
-def _check_plain(obj: Any, depth: int = 0) -> None:
-    stack = [(obj, 0)]
-    while stack:
-        o, d = stack.pop()
-        if type(o) not in PLAIN:
-            raise DumpRefused(f"holds a {type(o).__name__}")
-        if d > 64:
-            raise DumpRefused("is nested too deeply")
-        if type(o) is dict:
-            stack.extend((k, d + 1) for k in o)
-            stack.extend((v, d + 1) for v in o.values())
-        elif type(o) in (list, tuple):
-            stack.extend((v, d + 1) for v in o)
-
-
 def load_dump(path: Path) -> dict[str, Any]:
     """One dump (pickle or JSON) as a dict of plain types; DumpRefused / InputError otherwise."""
     size = path.stat().st_size
@@ -104,10 +89,8 @@ def load_dump(path: Path) -> dict[str, Any]:
         except (pickle.UnpicklingError, ValueError, EOFError, TypeError, AttributeError, IndexError,
                 KeyError, RecursionError, MemoryError, UnicodeDecodeError) as e:
             raise InputError(f"{path}: not a readable Flight Recorder dump ({type(e).__name__})") from None
-    try:
-        _check_plain(obj)
-    except DumpRefused as e:
-        raise DumpRefused(f"{path}: refused: the Flight Recorder dump {e}; only plain data is read") from None
+    # with every global and persistent id refused, a pickle can only build built-in scalars and
+    # containers (dict, list, tuple, str, bytes, numbers, None; set/bytearray from protocol 4+ opcodes)
     if not isinstance(obj, dict) or not isinstance(obj.get("entries", []), list):
         raise InputError(f"{path}: not a Flight Recorder dump (no entries)")
     return obj
@@ -154,7 +137,7 @@ def find_dumps(paths: Iterable[str]) -> list[Path]:
 
 # ------------------------------------------------------------------------------ reduction
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """One collective (coalesced entries merged) on one rank."""
     op: str
@@ -180,8 +163,13 @@ def _op(name: Any) -> tuple[str, str]:
     return op, meta
 
 
-def _tup(x: Any) -> Any:
-    return tuple(_tup(v) for v in x) if isinstance(x, (list, tuple)) else x
+def _shape(x: Any, cache: dict) -> Any:
+    """[[4, 8], [16]] -> ((4, 8), (16,)), one shared object per distinct value."""
+    try:
+        t = tuple(tuple(v) for v in x) if x else ()
+    except TypeError:
+        t = tuple(x) if isinstance(x, (list, tuple)) else ()
+    return cache.setdefault(t, t)
 
 
 def _lists(x: Any) -> Any:
@@ -213,6 +201,7 @@ def reduce_dump(obj: dict[str, Any]) -> tuple[dict[str, RankGroup], dict[str, tu
     groups: dict[str, RankGroup] = {}
     pg_ids: dict[str, str] = {}
     descs: dict[str, str] = {}
+    cache: dict[Any, Any] = {}
     for e in obj.get("entries") or []:
         if not isinstance(e, dict):
             continue
@@ -231,21 +220,25 @@ def reduce_dump(obj: dict[str, Any]) -> tuple[dict[str, RankGroup], dict[str, tu
                 g.p2p_pending = None
             continue
         seq = _int(e.get("collective_seq_id"), 0)
-        ins, outs = _tup(e.get("input_sizes") or ()), _tup(e.get("output_sizes") or ())
+        ins, outs = _shape(e.get("input_sizes"), cache), _shape(e.get("output_sizes"), cache)
         side = SAME_SIZES.get(op, "")
-        dt = _tup(e.get("input_dtypes") or ()) if side else ()
+        dt = e.get("input_dtypes") if side else ()
+        dt = tuple(dt) if isinstance(dt, (list, tuple)) else ()
         part = (op, ins if "i" in side else None, outs if "o" in side else None, dt)
+        part = cache.setdefault(part, part)
         if state == "completed":
             g.completed = max(g.completed, seq)
         prev = g.calls.get(seq)
         if prev is not None:             # a coalesced group: its entries share one sequence number
-            prev.sig = prev.sig + (part,)
+            prev.sig = cache.setdefault(prev.sig + (part,), prev.sig + (part,))
             prev.op, prev.state = op if op.endswith("coalesced") else prev.op, state
             continue
-        g.calls[seq] = Call(op=op, sig=(part,), state=state, sizes=[_lists(ins), _lists(outs)] if ins or outs else [],
-                            t=_int(e.get("time_created_ns"), 0), frame=_user_frame(e.get("frames")))
+        frame = _user_frame(e.get("frames"))
+        g.calls[seq] = Call(op=op, sig=cache.setdefault((part,), (part,)), state=state, sizes=(ins, outs) if ins or outs else (),
+                            t=_int(e.get("time_created_ns"), 0), frame=cache.setdefault(frame, frame))
+    for g in groups.values():
         if len(g.calls) > MAX_SEQS:
-            del g.calls[min(g.calls)]
+            g.calls = {q: g.calls[q] for q in sorted(g.calls)[-MAX_SEQS:]}
     for pid, st in (obj.get("pg_status") or {}).items():
         name = pg_ids.get(str(pid))
         if name is not None and isinstance(st, dict):
@@ -289,7 +282,8 @@ class FRResult:
         coll = None
         if self.seq is not None:
             coll = {"process_group": self.group, "desc": self.desc, "op": self.op, "seq_id": self.seq,
-                    "sizes": self.sizes[0] if self.sizes else [], "output_sizes": self.sizes[1] if self.sizes else [],
+                    "sizes": _lists(self.sizes[0]) if self.sizes else [],
+                    "output_sizes": _lists(self.sizes[1]) if self.sizes else [],
                     "state": self.waiting_state or None, "frame": self.frame or None}
         return {"dumps": self.dumps, "kind": self.kind, "suspect_ranks": list(self.suspects), "collective": coll,
                 "waiting_ranks": list(self.waiting), "suspect_call": self.suspect_call,
@@ -306,9 +300,13 @@ def analyze_dumps(paths: list[Path]) -> FRResult:
         rank = rank_of(p)
         if rank is None:
             continue
-        obj = load_dump(p)
-        groups, mem, version = reduce_dump(obj)
-        del obj
+        gc.disable()        # many small containers: the cyclic collector only slows loading (torch's loader does the same)
+        try:
+            obj = load_dump(p)
+            groups, mem, version = reduce_dump(obj)
+            del obj
+        finally:
+            gc.enable()
         per[rank] = groups
         for name, (desc, ranks) in mem.items():
             old = members.get(name)
@@ -438,8 +436,8 @@ def _find(res: FRResult, per: dict[int, dict[str, RankGroup]], members: dict[str
         res.waiting_state = call.state
         sc = have[sus[0]].calls.get(s)
         if sc is not None:
-            res.suspect_call = {"rank": sus[0], "op": sc.op, "sizes": sc.sizes[0] if sc.sizes else [],
-                                "output_sizes": sc.sizes[1] if sc.sizes else [], "frame": sc.frame or None}
+            res.suspect_call = {"rank": sus[0], "op": sc.op, "sizes": _lists(sc.sizes[0]) if sc.sizes else [],
+                                "output_sizes": _lists(sc.sizes[1]) if sc.sizes else [], "frame": sc.frame or None}
         return
     if not hangs:
         return

@@ -23,7 +23,7 @@ def _list(ranks: list[int], n: int = 8) -> str:
 def _sizes(x: Any) -> str:
     if not x:
         return "-"
-    ins = x[0] if isinstance(x, list) and x else x
+    ins = x[0] if isinstance(x, (list, tuple)) and x else x
     return json.dumps(ins, separators=(",", ":"))
 
 
