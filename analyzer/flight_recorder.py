@@ -108,7 +108,7 @@ def sniff(path: Path) -> bool:
     if head[:1] == b"\x80":
         return b"entries" in head or b"pg_config" in head or b"version" in head[:64]
     h = head.lstrip()
-    return h[:1] == b"{" and (b'"entries"' in h or b'"pg_config"' in h) and b'"version"' in head + b'"version"'
+    return h[:1] == b"{" and (b'"entries"' in h or b'"pg_config"' in h)
 
 
 def rank_of(path: Path) -> Optional[int]:
@@ -288,6 +288,7 @@ class FRResult:
         return {"dumps": self.dumps, "kind": self.kind, "suspect_ranks": list(self.suspects), "collective": coll,
                 "waiting_ranks": list(self.waiting), "suspect_call": self.suspect_call,
                 "missing_dumps": list(self.missing_dumps), "version": self.version or None,
+                "skipped": list(self.errors),
                 "ranks": {str(r): v for r, v in sorted(self.ranks.items())}}
 
 
@@ -296,6 +297,7 @@ def analyze_dumps(paths: list[Path]) -> FRResult:
     per: dict[int, dict[str, RankGroup]] = {}
     members: dict[str, tuple[str, list[int]]] = {}
     version = ""
+    errors: list[str] = []
     for p in paths:
         rank = rank_of(p)
         if rank is None:
@@ -305,6 +307,14 @@ def analyze_dumps(paths: list[Path]) -> FRResult:
             obj = load_dump(p)
             groups, mem, version = reduce_dump(obj)
             del obj
+        except DumpRefused:
+            raise
+        except InputError as e:
+            with open(p, "rb") as fh:
+                if fh.read(1) == b"\x80":
+                    raise
+            errors.append(str(e))      # a JSON file that only looked like a dump: skipped, said in the result
+            continue
         finally:
             gc.enable()
         per[rank] = groups
@@ -312,7 +322,7 @@ def analyze_dumps(paths: list[Path]) -> FRResult:
             old = members.get(name)
             if old is None or (ranks and not old[1]):
                 members[name] = (desc or (old[0] if old else ""), ranks)
-    res = FRResult(dumps=len(per), version=version)
+    res = FRResult(dumps=len(per), version=version, errors=errors)
     if not per:
         return res
     # members: pg_config where it names them, else every rank whose dump holds the group

@@ -44,6 +44,8 @@ def merge_into(res: Any, frr: FRResult, lang: Optional[str]) -> None:
     from .jobs import cascade_sentence   # jobs imports this module; the cycle stays lazy
 
     res.flight_recorder = frr.to_dict()
+    if not frr.dumps:
+        return
     sentence = describe(frr, lang)
     by_rank = {r.rank: r for r in res.ranks if r.rank is not None}
     cands = [by_rank[s] for s in frr.suspects if s in by_rank and by_rank[s].status == "cause" and by_rank[s].top]

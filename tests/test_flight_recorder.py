@@ -163,3 +163,10 @@ def test_sniffing_ignores_logs_and_other_files(tmp_path):
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps(_dump([_e(1)]), protocol=2))
     (tmp_path / "fr_2.json").write_text(json.dumps(_dump([_e(1)])))
     assert sorted(p.name for p in find_dumps([str(tmp_path)])) == ["fr_2.json", "nccl_trace_rank_1"]
+
+
+def test_json_that_only_looks_like_a_dump_is_skipped_not_fatal(tmp_path):
+    (tmp_path / "stats_1.json").write_text('{"entries": [1, 2')          # truncated, not a dump
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(_dump([_e(1)]), protocol=2))
+    res = analyze_dumps(find_dumps([str(tmp_path)]))
+    assert res.dumps == 1 and len(res.errors) == 1 and "stats_1.json" in res.errors[0]
