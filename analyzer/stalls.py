@@ -210,11 +210,11 @@ def job_stall(res: Any, lang: Optional[str] = None) -> Optional[dict[str, Any]]:
     if gap >= STALL_GAP_S and (failed or gap >= QUIET_GAP_S):
         out.update({"stalled_rank": first, "stopped_at": _fmt(timed[first]["last_time"]),
                     "last_step": timed[first]["last_step"], "others_until": _fmt((timed[first]["last_time"][0], latest)),
-                    "gap_s": round(gap, 3),
+                    "gap_s": round(gap, 3), "until_s": round(latest - t0, 3),
                     "watchdog_gap_s": round(min(wd) - t0, 3) if wd and min(wd) >= t0 else None})
         out["text"] = say("stall", "stopped", lang, {
             "rank": first, "stopped_at": out["stopped_at"], "step": out["last_step"], "others_until": out["others_until"],
-            "gap": f"{gap:.1f}", "watchdog_gap": f"{out['watchdog_gap_s']:.1f}" if out["watchdog_gap_s"] is not None else None})
+            "gap": f"{latest - t0:.1f}", "watchdog_gap": f"{out['watchdog_gap_s']:.1f}" if out["watchdog_gap_s"] is not None else None})
     return out
 
 
