@@ -9,6 +9,7 @@ import click
 
 from .cli import detect_lang, use_color
 from .errors import EXIT_FINDINGS, EXIT_OK
+from .job_texts import say
 from .render import _SEV, _Style, redact, redact_obj
 
 _L = {
@@ -41,6 +42,10 @@ def render_job_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str],
     root = res.root
     if root is None or root.severity != "error":
         out.write("  " + st("✔ " + L["none"], "green") + "\n")
+    if res.fr_sentence and (root is None or root.severity != "error"):
+        out.write(f"  {st(say('flight_recorder', 'label', lang, {}), 'bold')}: {res.fr_sentence}\n")
+    if res.stall and res.stall.get("text"):
+        out.write(f"  {st(say('stall', 'label', lang, {}), 'bold')}: {res.stall['text']}\n")
     if root is not None:
         icon, colr = _SEV.get(root.severity, ("•", "blue"))
         first = res.first
@@ -124,8 +129,10 @@ def _grouped(rows: list[Any], first: Any, out: TextIO, st: Any) -> None:
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None)
 @click.option("--no-color", is_flag=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when an error is found.")
+@click.option("--flight-recorder", "flight_recorder", type=click.Path(), default=None,
+              help="Folder of NCCL Flight Recorder dumps (nccl_trace_rank_<N>); dumps among PATHS are found too.")
 def job(paths: tuple[str, ...], jobs: int, fmt: str, rules_dirs: tuple[str, ...], lang: Optional[str],
-        no_color: bool, exit_zero: bool) -> None:
+        no_color: bool, exit_zero: bool, flight_recorder: Optional[str]) -> None:
     """Analyse one job's logs: one per rank/node (files, globs, a directory) or one interleaved log.
 
     Names the first failing rank and its root cause, summarises the cascade (ranks that then timed
@@ -133,7 +140,7 @@ def job(paths: tuple[str, ...], jobs: int, fmt: str, rules_dirs: tuple[str, ...]
     from .jobs import analyze_job
 
     lang = detect_lang(lang)
-    res = analyze_job(paths, jobs=jobs, lang=lang, rules_dirs=rules_dirs)
+    res = analyze_job(paths, jobs=jobs, lang=lang, rules_dirs=rules_dirs, flight_recorder=flight_recorder)
     _emit(res, fmt, render_job_human, no_color, lang)
     sys.exit(EXIT_OK if exit_zero or not res.failed else EXIT_FINDINGS)
 

@@ -28,6 +28,9 @@ from typing import Any, Iterable, Optional
 
 from .errors import InputError
 from .findings import JSON_VERSION, Finding, Report
+from .flight_recorder import analyze_dumps, find_dumps
+from .fr_verdict import merge_into
+from .stalls import job_stall
 from .logparse import decode_line, iter_blocks, match_view, normalise_text, split_prefix
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
@@ -284,6 +287,9 @@ class JobResult:
     world_size: Optional[int] = None
     phase: Optional[str] = None
     step: Optional[int] = None
+    flight_recorder: Optional[dict[str, Any]] = None     # flight_recorder.FRResult.to_dict()
+    fr_sentence: str = ""
+    stall: Optional[dict[str, Any]] = None               # stalls.job_stall()
 
     def to_dict(self) -> dict[str, Any]:
         root = self.root.to_dict() if self.root else None
@@ -296,12 +302,14 @@ class JobResult:
             "time": (self.first.time_text or None) if self.first else None,
             "cascade": self.cascade, "silent_ranks": list(self.silent_ranks),
             "ranks": [r.to_dict() for r in self.ranks],
+            "flight_recorder": self.flight_recorder, "stall": self.stall,
         }
         return {"version": JSON_VERSION, "job": job, "reports": [r.to_dict() for r in self.reports]}
 
     @property
     def failed(self) -> bool:
-        return any(f.severity == "error" for r in self.reports for f in r.findings)
+        return (any(f.severity == "error" for r in self.reports for f in r.findings)
+                or bool(self.flight_recorder and self.flight_recorder.get("suspect_ranks")))
 
 
 def _pick_first(ranks: list[RankInfo]) -> Optional[RankInfo]:
@@ -372,10 +380,32 @@ def cascade_sentence(first: Optional[RankInfo], ranks: list[RankInfo], root: Opt
 
 
 def analyze_job(paths: Iterable[str], *, jobs: int = 1, lang: Optional[str] = None,
-                rules_dirs: tuple[str, ...] = ()) -> JobResult:
-    files = collect_inputs(paths)
-    if not files:
+                rules_dirs: tuple[str, ...] = (), flight_recorder: Optional[str] = None) -> JobResult:
+    """The job's logs, plus the Flight Recorder dumps found among `paths` or in `flight_recorder`."""
+    paths = list(paths)
+    dumps = find_dumps(paths + ([flight_recorder] if flight_recorder else []))
+    if flight_recorder and not dumps:
+        raise InputError(f"{flight_recorder}: no Flight Recorder dump (nccl_trace_rank_<N>) found")
+    dump_set = {os.path.realpath(d) for d in dumps}
+    log_paths = [p for p in paths if not (dumps and Path(p).is_dir() and not _has_logs(Path(p)))]
+    files = [f for f in collect_inputs(log_paths) if os.path.realpath(f) not in dump_set] if log_paths else []
+    if not files and not dumps:
         raise InputError("no log files given")
+    res = _analyze_logs(files, jobs=jobs, lang=lang, rules_dirs=rules_dirs) if files else \
+        JobResult(mode="flight-recorder", ranks=[], reports=[])
+    if dumps:
+        merge_into(res, analyze_dumps(dumps), lang)
+    stall = job_stall(res, lang)
+    if stall is not None:
+        res.stall = stall
+    return res
+
+
+def _has_logs(path: Path) -> bool:
+    return any(f.is_file() and f.name.lower().endswith(LOG_SUFFIXES) for f in path.iterdir())
+
+
+def _analyze_logs(files: list[Path], *, jobs: int, lang: Optional[str], rules_dirs: tuple[str, ...]) -> JobResult:
     if len(files) == 1:
         return _interleaved(files[0], lang=lang, rules_dirs=rules_dirs)
     args = [(str(f), tuple(rules_dirs), lang) for f in files]

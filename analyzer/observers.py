@@ -44,4 +44,11 @@ class TrainingObserver:
             report.extra["metrics"] = self.metrics.summary()
 
 
-FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver]
+def thread_dumps(engine: Any = None) -> Any:
+    """faulthandler / py-spy thread dumps: the frame the main thread was stuck in (analyzer/stalls.py)."""
+    from .stalls import ThreadDumpObserver
+
+    return ThreadDumpObserver(engine)
+
+
+FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps]

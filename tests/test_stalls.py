@@ -1,0 +1,102 @@
+"""Stalls: the rank whose log stopped first in `job`, and the stuck frame of a thread dump in one log."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import llmtriage
+from llmtriage.jobs import analyze_job
+from llmtriage.stalls import pick_frame
+
+ROOT = Path(__file__).resolve().parents[1]
+FR = ROOT / "fixtures" / "jobs" / "fr"
+
+
+def test_real_gloo_hang_names_the_rank_that_stopped_logging():
+    st = analyze_job([str(FR / "8rank-hang")]).stall
+    assert st["stalled_rank"] == 5 and st["last_step"] == 3
+    assert st["gap_s"] > 2 and 3.0 <= st["watchdog_gap_s"] <= 8.0      # gloo timeout of 4 s
+    assert all(v["last_step"] == 3 for v in st["ranks"].values())
+    assert st["text"].startswith("Rank 5 stopped logging first")
+
+
+def test_nccl_job_gap_before_the_watchdog():
+    res = analyze_job([str(FR / "16rank-nccl-xid")], lang="zh")
+    st = res.stall
+    assert st["stalled_rank"] == 6 and st["last_step"] == 811
+    assert 595 <= st["watchdog_gap_s"] <= 605 and st["ranks"]["0"]["last_step"] == 811
+    assert "最先停止输出日志" in st["text"]
+
+
+def test_healthy_job_ending_at_different_times_reports_no_stall(tmp_path):
+    for r, end in ((0, "10:05:09"), (1, "10:05:30")):
+        lines = [f"[2025-03-01 10:0{m}:00,000] [rank{r}] step {m * 10} loss 1.{m}" for m in range(5)]
+        lines.append(f"[2025-03-01 {end},000] [rank{r}] training finished")
+        (tmp_path / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    st = analyze_job([str(tmp_path)]).stall
+    assert st is not None and "stalled_rank" not in st
+    assert st["ranks"]["0"]["last_step"] == 40
+
+
+def test_faulthandler_dump_reports_the_main_threads_frame():
+    rep = llmtriage.analyze(ROOT / "fixtures" / "native-crash" / "sft-segfault-bitsandbytes-step1.log")
+    td = rep.extra["thread_dump"]
+    assert td["tool"] == "faulthandler" and td["threads"] == 2
+    assert td["frame"] == "dequantize_4bit (/opt/venv/lib/python3.10/site-packages/bitsandbytes/functional.py:1396)"
+    assert rep.findings[0].captures["stuck_frame"] == td["frame"]
+    assert "thread_dump" in rep.to_dict()
+
+
+PYSPY = """[rank3]: step 1200 loss 1.83
+Process 48213: python train.py --config moe.yaml
+Python v3.10.12 (/usr/bin/python3.10)
+
+Thread 48390 (idle): "pin_memory"
+    select (selectors.py:416)
+    _poll (multiprocessing/connection.py:424)
+Thread 48213 (idle): "MainThread"
+    wait (threading.py:324)
+    wait (threading.py:607)
+    _wait_for_batch (/opt/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py:1133)
+    __next__ (/opt/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py:631)
+    train_epoch (/work/moe/train.py:212)
+    main (/work/moe/train.py:388)
+    <module> (/work/moe/train.py:402)
+"""
+
+
+def test_py_spy_dump_reports_the_main_threads_innermost_non_stdlib_frame():
+    rep = llmtriage.analyze(PYSPY)
+    td = rep.extra["thread_dump"]
+    assert td["tool"] == "py-spy" and td["main_thread"] == "48213" and td["threads"] == 2
+    assert td["frame"].startswith("_wait_for_batch (") and td["user_frame"] == "train_epoch (/work/moe/train.py:212)"
+
+
+FAULTHANDLER = """Timeout (0:10:00)!
+Thread 0x00007f2a8c9ff640 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+  File "/usr/lib/python3.11/threading.py", line 629 in wait
+  File "/opt/conda/lib/python3.11/site-packages/tqdm/_monitor.py", line 60 in run
+
+Thread 0x00007f2b9d1f3740 (most recent call first):
+  File "/opt/conda/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2501 in all_reduce
+  File "/opt/conda/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 83 in wrapper
+  File "/workspace/moe/train.py", line 311 in train_step
+  File "/workspace/moe/train.py", line 402 in <module>
+"""
+
+
+def test_faulthandler_later_dump_picks_the_thread_running_module_code():
+    td = llmtriage.analyze(FAULTHANDLER).extra["thread_dump"]
+    assert td["main_thread"] == "0x00007f2b9d1f3740"
+    assert td["frame"] == "all_reduce (/opt/conda/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:2501)"
+    assert td["user_frame"] == "train_step (/workspace/moe/train.py:311)"
+
+
+def test_pick_frame_skips_stdlib_paths():
+    frames = [("wait", "/usr/lib/python3.10/threading.py", 324), ("get", "queue.py", 180),
+              ("step", "/work/a.py", 3)]
+    assert pick_frame(frames) == ("step (/work/a.py:3)", "step (/work/a.py:3)")
+
+
+def test_log_without_thread_dump_has_no_entry():
+    assert "thread_dump" not in llmtriage.analyze("[rank0] step 1 loss 2.0\nall good\n").extra
