@@ -172,6 +172,7 @@ class SearchIndex:
         for t in tokens(q):
             terms[t] = 1.0
         words = set(re.findall(r"[a-z0-9_]+", q))
+        words |= {_stem(w) for w in words}      # "slows", "evicting" find the keys "slow", "evict"
         for key, expansion in SYNONYMS.items():
             hit = (key in q) if _HAS_CJK.search(key) else (key in words or (" " in key and key in q))
             if hit:
