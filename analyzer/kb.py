@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .kbwords import load_kb_words
+
 # ------------------------------------------------------------------ text analysis
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -71,161 +73,12 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-# Symptom words users type -> what the rules call it. Keys are matched as substrings of the
-# lowercased query (Chinese) or as whole words (English); values are added to the query with a
-# lower weight than the user's own words.
-SYNONYMS: dict[str, str] = {
-    # memory
-    "显存": "gpu memory oom out of memory cuda 显存不足",
-    "爆显存": "gpu memory oom out of memory",
-    "溢出": "oom out of memory overflow",
-    "内存不足": "out of memory oom host ram killed",
-    "内存": "memory ram host",
-    "被杀": "killed oom killer sigkill host memory",
-    "共享内存": "shared memory shm dev shm bus error dataloader worker",
-    "oom": "out of memory",
-    "vram": "gpu memory out of memory oom",
-    "memory": "oom",
-    "killed": "oom killer sigkill exit 137",
-    # hangs / distributed
-    "卡住": "hang stuck timeout watchdog",
-    "卡死": "hang stuck timeout watchdog",
-    "不动": "hang stuck timeout",
-    "超时": "timeout timed out watchdog",
-    "多卡": "multi gpu distributed nccl rank collective",
-    "多机": "multi node distributed nccl rank",
-    "分布式": "distributed nccl rank torchrun",
-    "通信": "nccl communication collective",
-    "hang": "timeout watchdog stuck nccl",
-    "hangs": "timeout watchdog stuck nccl",
-    "stuck": "hang timeout watchdog",
-    "freeze": "hang timeout watchdog",
-    "端口": "port address already in use",
-    "端口被占用": "address already in use port eaddrinuse",
-    # loading / weights
-    "加载": "load loading from_pretrained",
-    "失败": "fail error",
-    "加载失败": "can't load cannot load failed to load not found",
-    "load fail": "can't load not found",
-    "报错": "error",
-    "模型": "model weights checkpoint",
-    "权重": "weights checkpoint state dict",
-    "检查点": "checkpoint",
-    "找不到": "not found missing no such file",
-    "不存在": "not found missing no such file",
-    "路径": "path file directory",
-    "损坏": "corrupt damaged checksum truncated",
-    "校验": "checksum hash corrupt",
-    "哈希": "checksum hash",
-    "形状": "shape size mismatch",
-    "尺寸": "size shape mismatch",
-    "不匹配": "mismatch",
-    "不一致": "mismatch",
-    "缺少": "missing",
-    "checksum": "corrupt hash damaged download",
-    "corrupted": "corrupt checksum",
-    "下载": "download hub",
-    "网络": "network connection hub unreachable",
-    "连不上": "connection hub unreachable offline",
-    "离线": "offline hub",
-    "镜像": "mirror endpoint hub",
-    "权限": "auth 401 403 gated token access",
-    "无权": "auth 401 403 gated access",
-    "远程代码": "trust_remote_code remote code",
-    # numerics
-    "梯度爆炸": "nan inf explode gradient grad norm",
-    "爆炸": "explode nan inf",
-    "梯度": "gradient grad",
-    "损失": "loss",
-    "不下降": "loss flat not decreasing no grad frozen",
-    "不收敛": "loss flat diverge nan",
-    "冻结": "frozen requires_grad trainable",
-    "半精度": "fp16 half precision",
-    "精度": "dtype precision fp16 bf16",
-    "混合精度": "fp16 amp loss scale overflow",
-    "nan": "inf",
-    "explode": "nan inf gradient",
-    "exploding": "nan inf gradient",
-    "diverge": "nan inf loss",
-    "diverged": "nan inf loss",
-    # environment
-    "驱动": "driver nvidia",
-    "版本": "version mismatch",
-    "没装": "not installed missing module",
-    "未安装": "not installed missing module",
-    "安装": "install",
-    "依赖": "dependency package module",
-    "导入": "import",
-    "找不到模块": "modulenotfounderror no module named",
-    "没有gpu": "no gpu cuda unavailable",
-    "用不了": "unavailable",
-    "不可用": "unavailable not available",
-    # device / dtype / index
-    "设备": "device",
-    "类型": "dtype type",
-    "越界": "index out of range bounds",
-    "索引": "index",
-    "词表": "vocab vocabulary embedding",
-    "断言": "assert",
-    # tokenizer / data
-    "分词器": "tokenizer",
-    "填充": "pad padding",
-    "太长": "too long sequence length max_length",
-    "超长": "too long sequence length max_length",
-    "序列": "sequence",
-    "长度": "length",
-    "数据": "data dataset",
-    "数据集": "dataset data",
-    "磁盘": "disk space device",
-    "空间不足": "no space left disk",
-    "硬盘": "disk space",
-    "硬件": "hardware gpu xid ecc",
-    "显卡": "gpu",
-    "学习率": "learning rate lr",
-    "训练": "train training",
-    "推理": "inference generate",
-    "读取": "read load",
-    "冲突": "conflict mismatch",
-    "报错信息": "error message",
-    "掉卡": "fallen off the bus xid gpu lost",
-}
-
-# Chinese names of the categories (shown on zh pages, searchable in both languages).
-CATEGORY_ZH: dict[str, str] = {
-    "cuda-oom": "GPU 显存不足（OOM、显存溢出）",
-    "host-oom": "主机内存不足（进程被 OOM killer 杀死）",
-    "shm-exhausted": "共享内存（/dev/shm）不足",
-    "seq-too-long": "输入序列超过模型最大长度",
-    "weights-not-found": "找不到模型/分词器文件或路径错误（模型加载失败）",
-    "checkpoint-corrupt": "检查点或下载文件损坏（校验和不匹配、文件截断）",
-    "weights-shape-mismatch": "检查点张量形状与模型不一致",
-    "state-dict-keys": "加载 state dict 时缺少或多出键",
-    "hub-unreachable": "无法连接模型仓库（网络、离线模式、镜像）",
-    "hub-auth": "受限或私有仓库：401/403、token 缺失或无效",
-    "remote-code": "需要 trust_remote_code 或更新的库才能识别模型架构",
-    "nan-loss": "损失或梯度变成 NaN/Inf（梯度爆炸）",
-    "fp16-overflow": "混合精度损失缩放溢出（Gradient overflow）",
-    "no-grad": "没有参数在训练：不需要梯度、参数被冻结、loss 不下降",
-    "loss-suspicious": "损失下降得过快或过低（标签泄漏等）",
-    "cuda-unavailable": "没有可用的 GPU（CUDA 不可用）",
-    "cuda-version-mismatch": "驱动/CUDA/GPU 架构版本不匹配",
-    "dependency-mismatch": "已安装的包版本不兼容",
-    "missing-dependency": "缺少依赖包（未安装）",
-    "device-mismatch": "张量不在同一设备上",
-    "dtype-mismatch": "张量数据类型（dtype）冲突",
-    "index-out-of-range": "token/标签 id 越界（device-side assert、词表太小）",
-    "gpu-hardware-fault": "GPU 或驱动故障（非法内存访问、Xid/ECC、掉卡）",
-    "pad-token-missing": "分词器没有 pad token（填充标记）",
-    "data-corrupt": "数据集样本损坏或不完整",
-    "nccl-timeout": "集合通信超时：多卡卡住、NCCL watchdog 超时",
-    "nccl-error": "NCCL/通信错误",
-    "port-in-use": "端口被占用（Address already in use）",
-    "launcher-child-failed": "启动器报告子进程失败（根因在其他 rank 的输出里）",
-    "deepspeed-config": "DeepSpeed/FSDP 配置不一致",
-    "disk-full": "磁盘空间不足 / 超出配额",
-    "autograd-misuse": "autograd 用法错误（二次 backward、原地修改）",
-    "unknown": "没有已知特征；报告最后的异常",
-}
+# The search vocabulary lives in rules/kb.yaml (synonyms, Chinese category names, per-category
+# search words); see analyzer/kbwords.py.
+_WORDS = load_kb_words()
+SYNONYMS: dict[str, str] = _WORDS.synonyms
+CATEGORY_ZH: dict[str, str] = _WORDS.category_names.get("zh", {})
+CATEGORY_TAGS: dict[str, list[str]] = _WORDS.category_tags
 
 # field -> weight in the BM25F document
 _FIELDS = {"id": 3.0, "title": 3.0, "tags": 3.0, "keywords": 2.5, "category": 2.5, "catdesc": 1.0,
@@ -250,6 +103,7 @@ def _rule_fields(rs: Any, rule: dict[str, Any]) -> dict[str, str]:
     parts["keywords"] += list(rule.get("keywords") or [])
     parts["category"].append(rule["category"])
     parts["catdesc"] += [rs.taxonomy.get(rule["category"], ""), CATEGORY_ZH.get(rule["category"], "")]
+    parts["tags"] += CATEGORY_TAGS.get(rule["category"], [])
     for t in (en, zh):
         if t is None:
             continue
@@ -295,7 +149,8 @@ class SearchIndex:
                 df[t] = df.get(t, 0) + 1
             en = rs.text(rule, None)
             zh = rs.text(rule, "zh")
-            phrases = {p.lower().strip() for p in list(en["tags"]) + list(zh["tags"]) + list(rule["keywords"])}
+            phrases = {p.lower().strip() for p in list(en["tags"]) + list(zh["tags"]) + list(rule["keywords"])
+                       + CATEGORY_TAGS.get(rule["category"], [])}
             titles = (en["title"].lower(), zh["title"].lower())
             self.docs.append(_Doc(rule, tf, length, tuple(p for p in phrases if p), titles))
         n = max(len(self.docs), 1)
@@ -317,6 +172,7 @@ class SearchIndex:
         for t in tokens(q):
             terms[t] = 1.0
         words = set(re.findall(r"[a-z0-9_]+", q))
+        words |= {_stem(w) for w in words}      # "slows", "evicting" find the keys "slow", "evict"
         for key, expansion in SYNONYMS.items():
             hit = (key in q) if _HAS_CJK.search(key) else (key in words or (" " in key and key in q))
             if hit:

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - CPython builds always have it
 
 CACHE_FORMAT = 4
 VERIFIED_FILE = "verified.json"
-NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml"}   # data beside the rules, not rules
+NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml"}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
@@ -110,6 +110,11 @@ def _cache_dir() -> Optional[Path]:
     base = os.environ.get("LLMTRIAGE_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache")
     return Path(base) / "llmtriage" if "LLMTRIAGE_CACHE_DIR" not in os.environ else Path(base)
+
+
+def cache_dir() -> Optional[Path]:
+    """Where llmtriage keeps its caches (None when LLMTRIAGE_NO_CACHE is set)."""
+    return _cache_dir()
 
 
 # Set by the CLI: a cache miss validates the rules in a forked child, so yaml, pydantic and the
