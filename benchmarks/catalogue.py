@@ -129,6 +129,21 @@ def _archive(path: Path, roots: list) -> Iterator[tuple]:
 
 
 # ---------------------------------------------------------------- classification
+# Relevance and allow-list work on a result row (the TSV's columns), so `--restatus` can re-apply an
+# edited allow.yaml / libraries.yaml to committed results without re-reading any source.
+
+COLUMNS = ["loc", "kind", "type", "rel", "status", "severity", "template"]
+ERROR_KINDS = ("raise", "log-error", "const")
+
+
+def row_file(row: dict) -> str:
+    return row["loc"].rpartition(":")[0]
+
+
+def row_copies(row: dict) -> int:
+    tail = row["loc"].rpartition(":")[2]
+    return 1 + (int(tail.split("+")[1]) if "+" in tail else 0)
+
 
 class Classifier:
     def __init__(self, config: dict, lib: dict, allow: dict):
@@ -142,38 +157,46 @@ class Classifier:
         self.allow = allow["allow"]
         self.never = re.compile(allow["never"]) if allow.get("never") else None
 
-    def is_relevant(self, msg: Message, copies: int) -> bool:
-        if msg.kind not in ("raise", "log-error", "const"):
+    def is_relevant(self, row: dict) -> bool:
+        file, exc = row_file(row), row["type"].split(".")[-1]
+        if row["kind"] not in ERROR_KINDS or exc in self.internal_types:
             return False
-        if msg.exc.split(".")[-1] in self.internal_types:
-            return False
-        if msg.exc.split(".")[-1] == "NotImplementedError" and not self.limitation.search(msg.template):
+        if exc == "NotImplementedError" and not self.limitation.search(row["template"]):
             return False  # an abstract method; "X is not supported with Y" is a limitation users hit
-        if any(fnmatch.fnmatch(msg.file, g) for g in self.internal):
+        if any(fnmatch.fnmatch(file, g) for g in self.internal):
             return False
-        if self.relevant and not any(fnmatch.fnmatch(msg.file, g) for g in self.relevant):
+        if self.relevant and not any(fnmatch.fnmatch(file, g) for g in self.relevant):
             return False
-        if self.model_code and fnmatch.fnmatch(msg.file, self.model_code) \
-                and not any(fnmatch.fnmatch(msg.file, g) for g in self.model_ok):
-            return copies >= self.copies
+        if self.model_code and fnmatch.fnmatch(file, self.model_code) \
+                and not any(fnmatch.fnmatch(file, g) for g in self.model_ok):
+            return row_copies(row) >= self.copies
         return True
 
-    def allowed(self, lib: str, msg: Message) -> str | None:
-        if self.never and self.never.search(msg.template):
+    def allowed(self, lib: str, row: dict) -> str | None:
+        """The allow entry for an unmatched row (patterns see the template column as written)."""
+        template = row["template"]
+        if self.never and self.never.search(template):
             return None
         for entry in self.allow:
             if "lib" in entry and not fnmatch.fnmatch(lib, entry["lib"]):
                 continue
-            if "file" in entry and not fnmatch.fnmatch(msg.file, entry["file"]):
+            if "file" in entry and not fnmatch.fnmatch(row_file(row), entry["file"]):
                 continue
-            if "type" in entry and not re.fullmatch(entry["type"], msg.exc.split(".")[-1]):
+            if "type" in entry and not re.fullmatch(entry["type"], row["type"].split(".")[-1]):
                 continue
-            if "kind" in entry and msg.kind != entry["kind"]:
+            if "kind" in entry and row["kind"] != entry["kind"]:
                 continue
-            if "template" in entry and not re.search(entry["template"], msg.template):
+            if "template" in entry and not re.search(entry["template"], template):
                 continue
             return entry["id"]
         return None
+
+    def apply(self, lib: str, row: dict) -> dict:
+        row["rel"] = "R" if self.is_relevant(row) else "-"
+        if row["status"] == "-" or row["status"].startswith("allow:"):
+            allow = self.allowed(lib, row) if row["kind"] in ERROR_KINDS else None
+            row["status"] = f"allow:{allow}" if allow else "-"
+        return row
 
 
 def load_allow(path: Path) -> dict:
@@ -184,6 +207,21 @@ def load_allow(path: Path) -> dict:
         if not e.get("id") or not e.get("reason"):
             raise SystemExit(f"{path}: every allow entry needs an id and a reason: {e}")
     return data
+
+
+def stats_of(rows: list) -> Counter:
+    s = Counter(files=len({row_file(r) for r in rows}))
+    for r in rows:
+        s["messages"] += 1
+        if r["kind"] not in ERROR_KINDS:
+            s["warnings"] += 1
+            s["warn_err"] += r["severity"] == "error"
+            continue
+        s["errors"] += 1
+        if r["rel"] == "R":
+            s["relevant"] += 1
+            s["uncovered" if r["status"] == "-" else "allowed" if r["status"].startswith("allow:") else "matched"] += 1
+    return s
 
 
 # ---------------------------------------------------------------- one library version
@@ -200,61 +238,40 @@ def headline_of(exc: str, classes: dict) -> str:
     return exc
 
 
-def catalogue(lib: str, files: Iterator[tuple], clf: Classifier, only: list) -> tuple:
-    """(rows, stats) for one library version."""
-    messages: list = []
-    classes: dict = {}
-    nfiles = 0
-    for rel, text in files:
-        if only and not any(fnmatch.fnmatch(rel, g) for g in only):
-            continue
-        nfiles += 1
-        found, defined = extract(rel, text)
-        messages.extend(found)
-        classes.update(defined)
-    groups: dict = defaultdict(list)
-    opaque = 0
-    for m in messages:
-        if m.literal_chars < 8:
-            opaque += 1
-            continue
-        groups[(m.kind, m.exc.split(".")[-1], m.template)].append(m)
-    rows = []
-    stats = Counter(files=nfiles, extracted=len(messages), opaque=opaque)
-    for (kind, _, template), group in groups.items():
-        first = group[0]
-        rel = clf.is_relevant(first, len({m.file for m in group}))
-        report = llmtriage.analyze(render_log(first, headline_of(first.exc, classes)))
-        top = next((f for f in report.findings if f.rule_id != "unknown"), None)
-        if top is not None:
-            status, sev = top.rule_id, top.severity
-        else:
-            allow = clf.allowed(lib, first)
-            status, sev = (f"allow:{allow}" if allow else "-"), "-"
-        rows.append((first.file, first.line, len(group) - 1, kind, first.exc, rel, status, sev, template))
-        stats["messages"] += 1
-        if kind in ("log-warning", "warn"):
-            stats["warnings"] += 1
-            stats["warn_err"] += sev == "error"
-            continue
-        stats["errors"] += 1
-        if rel:
-            stats["relevant"] += 1
-            stats["matched" if top is not None else ("allowed" if status != "-" else "uncovered")] += 1
-    rows.sort(key=lambda r: (r[0], r[1], r[8]))
-    return rows, stats
-
-
 def clip(template: str) -> str:
     t = template.replace("\\", "\\\\").replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
     return t if len(t) <= CAP else t[: CAP - 1] + "…"
 
 
+def catalogue(lib: str, files: Iterator[tuple], clf: Classifier, only: list) -> list:
+    """Result rows (dicts of COLUMNS) for one library version, sorted by file and line."""
+    messages: list = []
+    classes: dict = {}
+    for rel, text in files:
+        if only and not any(fnmatch.fnmatch(rel, g) for g in only):
+            continue
+        found, defined = extract(rel, text)
+        messages.extend(found)
+        classes.update(defined)
+    groups: dict = defaultdict(list)
+    for m in messages:
+        if m.literal_chars >= 8:  # fewer letters of literal text: an opaque `raise X(msg)`
+            groups[(m.kind, m.exc.split(".")[-1], m.template)].append(m)
+    rows = []
+    for (kind, _, template), group in groups.items():
+        first = group[0]
+        report = llmtriage.analyze(render_log(first, headline_of(first.exc, classes)))
+        top = next((f for f in report.findings if f.rule_id != "unknown"), None)
+        loc = f"{first.file}:{first.line}" + (f"+{len(group) - 1}" if len(group) > 1 else "")
+        row = dict(loc=loc, kind=kind, type=first.exc or "-", rel="-", status=top.rule_id if top else "-",
+                   severity=top.severity if top else "-", template=clip(template))
+        rows.append(clf.apply(lib, row))
+    rows.sort(key=lambda r: (row_file(r), int(r["loc"].rpartition(":")[2].split("+")[0]), r["template"]))
+    return rows
+
+
 def write_tsv(path: Path, rows: list) -> None:
-    lines = ["loc\tkind\ttype\trel\tstatus\tseverity\ttemplate"]
-    for file, line, extra, kind, exc, rel, status, sev, template in rows:
-        loc = f"{file}:{line}" + (f"+{extra}" if extra else "")
-        lines.append(f"{loc}\t{kind}\t{exc or '-'}\t{'R' if rel else '-'}\t{status}\t{sev}\t{clip(template)}")
+    lines = ["\t".join(COLUMNS)] + ["\t".join(r[c] for c in COLUMNS) for r in rows]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -265,8 +282,8 @@ def read_tsv(path: Path) -> list:
 
 
 def summary(results: list) -> str:
-    head = ("| library | version | files | wordings | warnings (hit an error rule) | errors | relevant | "
-            "matched | allow-listed | uncovered | relevant covered |")
+    head = ("| library | version | files with messages | wordings | warnings (hit an error rule) | errors | "
+            "relevant | matched | allow-listed | uncovered | relevant covered |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for lib, version, s in results:
         rel = s["relevant"] or 1
@@ -281,7 +298,7 @@ def diff(old: Path, new: Path) -> int:
     seen = {key(r) for r in read_tsv(old)}
     fresh = [r for r in read_tsv(new) if key(r) not in seen]
     for r in fresh:
-        print(f"{r['loc']}\t{r['kind']}\t{r['type']}\t{r['rel']}\t{r['status']}\t{r['template']}")
+        print("\t".join(r[c] for c in COLUMNS if c != "severity"))
     print(f"{len(fresh)} wordings in {new.name} not in {old.name}", file=sys.stderr)
     return 0
 
@@ -293,6 +310,8 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--out", default=str(HERE), help="output folder (default: benchmarks/catalogue)")
     ap.add_argument("--files", default="", help="comma-separated globs: only these package paths")
     ap.add_argument("--no-installed", action="store_true", help="archives in --src only")
+    ap.add_argument("--restatus", action="store_true",
+                    help="re-apply libraries.yaml and allow.yaml to the TSVs in --out (no source is read)")
     ap.add_argument("--diff", nargs=2, metavar=("OLD", "NEW"), help="print wordings NEW has and OLD lacks")
     args = ap.parse_args(argv)
     if args.diff:
@@ -308,25 +327,31 @@ def main(argv: list | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for name in wanted:
-        lib = config["libraries"][name]
-        clf = Classifier(config, lib, allow)
+        clf = Classifier(config, config["libraries"][name], allow)
+        if args.restatus:
+            for path in sorted(out.glob(f"{name}-*.tsv")):
+                rows = [clf.apply(name, r) for r in read_tsv(path)]
+                write_tsv(path, rows)
+                results.append((name, path.stem[len(name) + 1:], stats_of(rows)))
+            continue
         done = set()
-        for version, origin, files in sources(lib, args.src):
+        for version, origin, files in sources(config["libraries"][name], args.src):
             if version in done or (args.no_installed and origin == "installed"):
                 continue
             done.add(version)
-            rows, stats = catalogue(name, files, clf, only)
+            rows = catalogue(name, files, clf, only)
             write_tsv(out / f"{name}-{version}.tsv", rows)
-            results.append((name, version, stats))
-            print(f"{name} {version} ({origin}): {stats['messages']} wordings", file=sys.stderr)
+            results.append((name, version, stats_of(rows)))
+            print(f"{name} {version} ({origin}): {len(rows)} wordings", file=sys.stderr, flush=True)
         if not done:
             print(f"{name}: not installed and no archive in --src; skipped", file=sys.stderr)
-    table = summary(results)
-    print(table)
-    if not only:
-        (out / "SUMMARY.md").write_text("# Message catalogue coverage\n\nGenerated by `python benchmarks/catalogue.py"
-                                        f" --libs {','.join(wanted)}`; see benchmarks/README.md.\n\n" + table,
-                                        encoding="utf-8")
+    print(summary(results))
+    if not only:  # SUMMARY.md covers every result file in --out, in libraries.yaml order
+        every = [(name, path.stem[len(name) + 1:], stats_of(read_tsv(path)))
+                 for name in config["libraries"] for path in sorted(out.glob(f"{name}-[0-9]*.tsv"))]
+        (out / "SUMMARY.md").write_text(
+            "# Message catalogue coverage\n\nGenerated by `python benchmarks/catalogue.py` (see benchmarks/README.md)"
+            " from the result files beside this one.\n\n" + summary(every), encoding="utf-8")
     return 0
 
 

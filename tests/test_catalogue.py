@@ -97,3 +97,16 @@ def test_diff_lists_new_wordings(tmp_path):
     out = proc.stdout.splitlines()
     assert len(out) == 1 and out[0].endswith(lines[-1].split("\t")[-1])
     assert "1 wordings" in proc.stderr
+
+
+def test_restatus_agrees_with_a_full_run(tmp_path):
+    """Relevance and allow-list read only the result row, so re-applying them changes nothing."""
+    version = installed("accelerate")
+    run_catalogue(tmp_path, "--libs", "accelerate")
+    path = tmp_path / f"accelerate-{version}.tsv"
+    before = path.read_text(encoding="utf-8")
+    table = rows(path)
+    assert any(r["status"].startswith("allow:") for r in table), "no accelerate wording was allow-listed"
+    assert all(r["rel"] == "-" for r in table if r["kind"] in ("warn", "log-warning"))
+    run_catalogue(tmp_path, "--libs", "accelerate", "--restatus")
+    assert path.read_text(encoding="utf-8") == before
