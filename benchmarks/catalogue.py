@@ -27,7 +27,7 @@ from typing import Iterator
 import yaml
 
 import llmtriage
-from catalogue_extract import Message, extract
+from catalogue_extract import Message, Wild, extract
 
 HERE = Path(__file__).resolve().parent / "catalogue"
 BUILTINS = {n for n in dir(__import__("builtins")) if n[:1].isupper()}
@@ -35,11 +35,13 @@ SITE = "/usr/local/lib/python3.11/site-packages/"
 CAP = 200
 # Filler for a run-time value, chosen by the words in its source expression (first hit wins).
 FILLERS = [
-    (r"^\d+$", "LlamaForCausalLM"),
+    (r"^\d+$|__name__|model_class|arch", "LlamaForCausalLM"),
     (r"weights?_name|index_name|safe_weights|_file_name|filename", "model.safetensors"),
+    (r"status", "404"),
     (r"url|endpoint", "https://huggingface.co/api/models/meta-llama/Llama-3.1-8B"),
     (r"repo|model_id|name_or_path|pretrained", "meta-llama/Llama-3.1-8B"),
     (r"path|dir|file|folder|cache", "/data/checkpoints/llama-3-8b"),
+    (r"gib\b|_gb\b|memory|\bmem\b|bytes|utilization|fraction|ratio|percent|seconds|timeout", "16.00"),
     (r"dtype", "torch.bfloat16"),
     (r"device", "cuda:0"),
     (r"shape|\.size\(", "torch.Size([4096, 4096])"),
@@ -55,21 +57,21 @@ FILLERS = [
 ]
 
 
-def filler(src: str) -> str:
+def filler(src: str, fallback: str = "foo") -> str:
     low = src.lower()
     for pattern, value in FILLERS:
         if re.search(pattern, low):
             return value
-    return "foo"
+    return fallback
 
 
-def render_text(msg: Message) -> str:
-    return "".join(p if isinstance(p, str) else filler(p.src) for p in msg.parts)
+def render_text(msg: Message, fallback: str = "foo") -> str:
+    return "".join(p if isinstance(p, str) else filler(p.src, fallback) for p in msg.parts)
 
 
-def render_log(msg: Message, headline: str) -> str:
+def render_log(msg: Message, headline: str, fallback: str = "foo") -> str:
     """The message as a job's log would show it: a traceback headline, a log line, a warning."""
-    text = render_text(msg)
+    text = render_text(msg, fallback)
     if msg.kind in ("raise", "const"):
         return (f"Traceback (most recent call last):\n  File \"{SITE}{msg.file}\", line {msg.line}, in run\n"
                 f"    raise {msg.exc or 'ValueError'}(\n{headline}: {text}\n")
@@ -151,7 +153,7 @@ class Classifier:
         self.internal_types = set(config.get("internal_types", []))
         self.limitation = re.compile(config.get("limitation", r"(?i)support"))
         self.relevant = lib.get("relevant")
-        self.model_code = lib.get("model_code")
+        self.model_code = lib.get("model_code", [])
         self.model_ok = lib.get("model_code_relevant", [])
         self.copies = int(config.get("model_copies", 5))
         self.allow = allow["allow"]
@@ -167,7 +169,7 @@ class Classifier:
             return False
         if self.relevant and not any(fnmatch.fnmatch(file, g) for g in self.relevant):
             return False
-        if self.model_code and fnmatch.fnmatch(file, self.model_code) \
+        if any(fnmatch.fnmatch(file, g) for g in self.model_code) \
                 and not any(fnmatch.fnmatch(file, g) for g in self.model_ok):
             return row_copies(row) >= self.copies
         return True
@@ -260,8 +262,12 @@ def catalogue(lib: str, files: Iterator[tuple], clf: Classifier, only: list) -> 
     rows = []
     for (kind, _, template), group in groups.items():
         first = group[0]
-        report = llmtriage.analyze(render_log(first, headline_of(first.exc, classes)))
-        top = next((f for f in report.findings if f.rule_id != "unknown"), None)
+        top = None
+        for fallback in ("foo", "8"):  # a value no filler recognised: a word, then a number
+            report = llmtriage.analyze(render_log(first, headline_of(first.exc, classes), fallback))
+            top = next((f for f in report.findings if f.rule_id != "unknown"), None)
+            if top is not None or not any(isinstance(p, Wild) for p in first.parts):
+                break
         loc = f"{first.file}:{first.line}" + (f"+{len(group) - 1}" if len(group) > 1 else "")
         row = dict(loc=loc, kind=kind, type=first.exc or "-", rel="-", status=top.rule_id if top else "-",
                    severity=top.severity if top else "-", template=clip(template))

@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Union
 LOG_LEVELS = {"error": "error", "critical": "error", "exception": "error", "fatal": "error",
               "warning": "warning", "warn": "warning", "warning_once": "warning", "warning_advice": "warning"}
 BUILTIN_ALIASES = {"EnvironmentError": "OSError", "IOError": "OSError"}
+EXC_NAME = re.compile(r"(Error|Exception|Exit|Interrupt)$")
 CONST_NAME = re.compile(r"(ERROR|_MSG|MESSAGE|_WARNING)", re.I)
 PCT_SLOT = re.compile(r"%(?:\((?P<name>\w+)\))?[#0 +-]*\d*(?:\.\d+)?[sdrifgeExXc%]")
 FMT_SLOT = re.compile(r"\{(?P<field>[^{}]*)\}")
@@ -286,6 +287,8 @@ def extract(relpath: str, text: str) -> tuple:
             call = node.exc
             exc = _dotted(call.func)
             args = list(call.args) or [k.value for k in call.keywords if k.arg in ("msg", "message")]
+            if len(args) > 1 and EXC_NAME.search(_dotted(args[0])) and not EXC_NAME.search(exc):
+                exc, args = _dotted(args[0]), args[1:]  # a factory: raise _format(RepoNotFoundError, msg, response)
             if not exc or not args:
                 continue
             parts = res.parts(args[0], scope)
