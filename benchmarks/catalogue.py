@@ -58,7 +58,9 @@ FILLERS = [
 
 
 def filler(src: str, fallback: str = "foo") -> str:
-    low = src.lower()
+    # `cache_config.gpu_memory_utilization` is a utilization, not a cache path: an attribute chain is
+    # judged by its last name
+    low = (src.rsplit(".", 1)[-1] if re.fullmatch(r"[\w.]+", src) else src).lower()
     for pattern, value in FILLERS:
         if re.search(pattern, low):
             return value
