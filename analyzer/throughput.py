@@ -25,7 +25,7 @@ import re
 from collections import deque
 from typing import Any, Optional
 
-from .fastre import Lazy, compile_bytes, raw_of, spans
+from .fastre import Lazy, compile_bytes, raw_of, search_raw, spans
 from .metric_detect import Anomaly, fmt
 from .metrics import THRESHOLDS, Thresholds
 from .phase import classify_bar
@@ -33,9 +33,14 @@ from .phase import classify_bar
 BARS_PER_BLOCK = 24
 HEAD, TAIL = 256, 512
 
-_ANCHOR_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|CurrSamplesPerSec=|timing_s/step:|"
-               rb"Avg generation throughput:|MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
-               rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager")
+# frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
+# FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
+_FREQ_SRC = rb"s/it[\],]|it/s[\],]|elapsed time per iteration|CurrSamplesPerSec=|timing_s/step:|Avg generation throughput:"
+_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
+             rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager")
+_ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
+FULL_ENTRIES = 2000
+SAMPLE_EVERY = 4
 _BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]+)<([0-9:?]+),\s*([0-9.]+)(s/it|it/s)"
 _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"CurrSamplesPerSec=([0-9.]+)"
@@ -54,6 +59,23 @@ class _Rx(Lazy):
 
     def _make_anchor_raw(self) -> Any:
         return raw_of(self.anchor)
+
+    def _make_freq(self) -> Any:
+        return compile_bytes(_FREQ_SRC)
+
+    def _make_freq_raw(self) -> Any:
+        return raw_of(self.freq)
+
+    def _make_rare(self) -> Any:
+        return compile_bytes(_RARE_SRC)
+
+    def _make_rare_raw(self) -> Any:
+        return raw_of(self.rare)
+
+    def _make_gates(self) -> Any:
+        # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
+        return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
+                                                             rb"KeyboardInterrupt", rb"enforce.eager"))]
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("verl", _VERL),
@@ -113,30 +135,40 @@ class ThroughputTracker:
         self.finished_line = 0
         self.stop: Optional[tuple[str, int]] = None
         self.eager = False
+        self.entries = 0
+        self._blocks = 0
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
-        hits = spans(_RX.anchor, _RX.anchor_raw, view)
+        R = _RX
+        if self.entries < FULL_ENTRIES:
+            hits = spans(R.anchor, R.anchor_raw, view)
+        else:
+            hits = spans(R.rare, R.rare_raw, view) if any(search_raw(r, c, view) for c, r in R.gates) else []
+            self._blocks += 1
+            if self._blocks % SAMPLE_EVERY == 0:
+                hits += spans(R.freq, R.freq_raw, view, max(0, len(view) - 2048))
+                hits.sort()
         if not hits:
             return
-        P = _RX.parts
+        P = R.parts
         last_ls = -1
         bars = 0
         nl = counted = 0
         for start, end in hits:
-            ls = view.rfind(b"\n", 0, start) + 1
-            if ls == last_ls:
-                continue
-            last_ls = ls
-            le = view.find(b"\n", end)
-            seg = view[ls:le if le >= 0 else len(view)]
             key = view[start:end]
             if key.endswith((b"s/it,", b"s/it]", b"it/s,", b"it/s]")):
                 bars += 1
                 if bars > BARS_PER_BLOCK and bars % 16:
                     continue
+            ls = view.rfind(b"\n", 0, start) + 1
+            if ls == last_ls:
+                continue
+            last_ls = ls
+            le = view.find(b"\n", end)
             nl += lines.count(b"\n", counted, ls)
             counted = ls
-            self._line(P, seg, key, line_base + nl)
+            self.entries += 1
+            self._line(P, view[ls:le if le >= 0 else len(view)], key, line_base + nl)
 
     def _add(self, source: str, line: int, v: float) -> None:
         s = self.steps.get(source)
