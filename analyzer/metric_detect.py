@@ -23,6 +23,7 @@ class Anomaly:
     step: Optional[int]
     count: int
     numbers: dict[str, Any]
+    priority: Optional[int] = None      # overrides PRIORITY[kind] when context changes the ranking
 
 
 RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero", "overflow": "metric-fp16-overflow",
@@ -110,7 +111,13 @@ def _overflow(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
                                                 "scale": fmt(t.min_scale) if t.min_scale is not None else None}))
     if out or t.overflows < th.overflow_min:
         return out
-    ratio = t.overflows / max(1, t.count) if t.count else 1.0
+    # overflows per step: the frameworks' own skipped-step counters when logged, else per metric record
+    if t.ds_skips is not None and t.ds_skips[0]:
+        ratio = t.ds_skips[1] / t.ds_skips[0]
+    elif t.meg_iters:
+        ratio = t.meg_skipped / t.meg_iters
+    else:
+        ratio = t.overflows / max(1, t.count) if t.count else 1.0
     floor = t.min_scale is not None and t.min_scale <= 1
     # not only start-up calibration: still overflowing in the second half of the logged steps
     persists = not recs or t.overflow_last_line >= (recs[0].line + recs[-1].line) / 2
@@ -280,6 +287,10 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     if hidden:
         return out
     zero = _zero_lr_grad(t, recs)
+    if zero and zero[0].kind == "lr_zero_fp16":
+        # a finite loss with a NaN/inf grad_norm and a learning rate that never left 0 in fp16: the
+        # scaler skipped every step on overflowing gradients; the NaN is the overflow, not a divergence
+        out = [a for a in out if not (a.kind == "nan" and a.numbers.get("metric") == "grad_norm")]
     flat = _flat(t, fin)
     if flat and flat[0].severity == "error" and zero and zero[0].kind != "lr_zero_fp16":
         zero = []       # a flat loss with zero grad_norm / lr: the flat-loss finding tells it
@@ -292,5 +303,8 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     if fall:
         out = [a for a in out if a.kind != "flat"]     # a plateau near zero after the fall is the same story
     if not zero and (not fall or fall[0].severity != "error"):
-        out += _collapse(t, fin)
+        col = _collapse(t, fin)
+        if col and col[0].kind == "overfit":
+            out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
+        out += col
     return out + _spike(t)

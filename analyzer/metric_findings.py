@@ -60,6 +60,6 @@ def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[st
             captures={k: str(v) for k, v in a.numbers.items() if v is not None},
             cause=why, explanation=what, role="cause" if a.kind != "spike" else "symptom",
             confidence="medium" if a.kind in ("fall", "spike", "overfit", "throughput") else "high",
-            priority=PRIORITY[a.kind], fixes=fixes,
+            priority=a.priority if a.priority is not None else PRIORITY[a.kind], fixes=fixes,
         ))
     return out

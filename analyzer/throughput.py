@@ -35,15 +35,15 @@ HEAD, TAIL = 256, 512
 
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
-_FREQ_SRC = rb"s/it[\],]|it/s[\],]|elapsed time per iteration|CurrSamplesPerSec=|timing_s/step:|Avg generation throughput:"
+_FREQ_SRC = rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
-             rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager")
+             rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
 _BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]+)<([0-9:?]+),\s*([0-9.]+)(s/it|it/s)"
 _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
-_DS = rb"CurrSamplesPerSec=([0-9.]+)"
+_DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"timing_s/step:([0-9.]+)"
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
@@ -75,7 +75,7 @@ class _Rx(Lazy):
     def _make_gates(self) -> Any:
         # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
         return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
-                                                             rb"KeyboardInterrupt", rb"enforce.eager"))]
+                                                             rb"KeyboardInterrupt", rb"enforce.eager", rb"aving"))]
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("verl", _VERL),
@@ -136,6 +136,7 @@ class ThroughputTracker:
         self.stop: Optional[tuple[str, int]] = None
         self.eager = False
         self.entries = 0
+        self.saves: list[int] = []                  # lines of checkpoint saves (their steps are slow by design)
         self._blocks = 0
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
@@ -179,6 +180,10 @@ class ThroughputTracker:
     def _line(self, P: dict[str, Any], seg: bytes, key: bytes, line: int) -> None:
         if key.startswith(b"enforce"):
             self.eager = self.eager or _EAGER.search(seg) is not None
+            return
+        if key.endswith(b"heckpoint"):
+            if len(self.saves) < 4096:
+                self.saves.append(line)
             return
         if key == b"train_runtime":
             self.finished_line = line
@@ -259,7 +264,7 @@ class ThroughputTracker:
             if e > 0 and lt > th.rise_factor * e and vals[-k][0] > vals[k - 1][0]:
                 nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
                 first_line, last_line = vals[-k][0], vals[-1][0]
-            per = self._periodic([v for _, v in vals])
+            per = self._periodic(vals)
             if per is not None:
                 nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
                 first_line = first_line or vals[0][0]
@@ -303,14 +308,22 @@ class ThroughputTracker:
             nums["pipeline"] = True
         sev = "error" if (idle_err or self.stop is not None) else "warning"
         line = first_line or last_line
-        return [Anomaly("throughput", "throughput-low", sev, line, max(line, last_line), None, 1, nums)]
+        # stopped from outside while slow: the slowdown explains why the time ran out, so it ranks above
+        # the scheduler's cancellation (priority 22) but below signature causes
+        prio = 40 if self.stop is not None else None
+        return [Anomaly("throughput", "throughput-low", sev, line, max(line, last_line), None, 1, nums, prio)]
 
-    def _periodic(self, xs: list[float]) -> Optional[tuple[int, float, float]]:
+    def _periodic(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, float, float]]:
+        """(period, long step, median) when steps > periodic_factor x the median come at a fixed interval;
+        a step logged within a few lines after a checkpoint save is slow by design and does not count."""
         th = self.th
+        xs = [v for _, v in vals]
         if len(xs) < 4 * th.periodic_min:
             return None
         med = _median(xs)
-        long = [i for i, x in enumerate(xs) if x > th.periodic_factor * med]
+        saves = self.saves
+        long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med
+                and not any(0 <= ln - s <= 4 for s in saves)]
         if len(long) < th.periodic_min or len(long) * 4 > len(xs):
             return None
         gaps = [b - a for a, b in zip(long, long[1:])]
