@@ -137,8 +137,10 @@ def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
     losses = [r.loss for r in recs if finite(r.loss)]
     lo, hi = (min(losses), max(losses)) if losses else (None, None)
     spread = (hi - lo) / abs(hi) if losses and hi else None   # type: ignore[operator]
-    base = {"records": None, "from": first.at, "to": last.at, "loss_lo": fmt(lo), "loss_hi": fmt(hi),
-            "spread": f"{spread:.1e}" if spread else None}
+    same = losses and lo == hi
+    base = {"records": None, "from": first.at, "to": last.at, "loss_lo": fmt(lo) if losses and not same else None,
+            "loss_hi": fmt(hi) if losses and not same else None, "loss": fmt(lo) if same else None,
+            "spread": f"{spread:.1e}" if spread else None, "rl": True if any(r.rl for r in recs) else None}
     if t.grad_seen >= th.zero_min_records and t.grad_zero == t.grad_seen:
         return [Anomaly("zero_grad", "no-grad", "error", first.line, last.line, first.step, t.grad_seen,
                         dict(base, records=t.grad_seen))]

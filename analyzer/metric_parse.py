@@ -23,7 +23,7 @@ from typing import Any, Optional
 from .fastre import Lazy, compile_bytes, raw_of
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
-ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|\b[Ll]oss [-+0-9.]|"""
+ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
               rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]""")
 STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
 BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
