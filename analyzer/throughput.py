@@ -50,6 +50,7 @@ _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput:
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
 _SMI_CSV = rb"^\s*([0-9]+), +([0-9]+) ?%, +([0-9]+) ?MiB"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
+_LABEL_PREFIX = re.compile(r"^(?:\S+: )?(?:[\[(][^\])]*[\])]:?\s*)*")
 _EAGER = re.compile(rb"""enforce_eager['"]?\s*[:=]\s*True|--enforce-eager(?:\s|$)|enforce_eager=true""")
 
 
@@ -126,9 +127,9 @@ class ThroughputTracker:
     def __init__(self, th: Optional[Thresholds] = None):
         self.th = th or THRESHOLDS
         self.steps: dict[str, Series] = {}          # source -> step time (s)
-        self.gen: list[float] = []                  # generation seconds per step (verl) / per rollout (vLLM bar)
-        self.gen_step: list[float] = []             # verl step seconds that go with `gen`
-        self.decode: list[tuple[float, int]] = []   # (tokens/s, running requests), decode-only samples
+        self.gen: deque[float] = deque(maxlen=TAIL)         # generation seconds per step (verl) / rollout (vLLM bar)
+        self.gen_step: deque[float] = deque(maxlen=TAIL)    # verl step seconds that go with `gen`
+        self.decode: deque[tuple[float, int]] = deque(maxlen=TAIL)   # (tokens/s, running requests), decode only
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
         self._snap_line = -10
         self._last_bar: dict[tuple[int, int], int] = {}
@@ -196,7 +197,7 @@ class ThroughputTracker:
             m = P["bar"].search(seg)
             if m is None:
                 return
-            label = m.group(1).decode("utf-8", "replace").strip()
+            label = _LABEL_PREFIX.sub("", m.group(1).decode("utf-8", "replace")).strip()   # rank / host prefixes
             rate = float(m.group(6))
             sec = rate if m.group(7) == b"s/it" else (1.0 / rate if rate else None)
             if b"Processed prompts" in seg or b"generat" in seg.lower():
@@ -210,6 +211,8 @@ class ThroughputTracker:
             n, total = int(m.group(2)), int(m.group(3))
             if n < 2 or self._last_bar.get((total, 0)) == n:
                 return      # the first steps include start-up; a redraw of the same step adds nothing
+            if len(self._last_bar) > 256:
+                self._last_bar.clear()
             self._last_bar[(total, 0)] = n
             self._add(f"bar/{total}", line, sec)
             return
@@ -333,7 +336,7 @@ class ThroughputTracker:
 
     def _gen_share(self, series: Optional[Series]) -> Optional[tuple[float, float, float]]:
         if self.gen_step:
-            g, s = _median(self.gen[:len(self.gen_step)]), _median(self.gen_step)
+            g, s = _median(list(self.gen)[-len(self.gen_step):]), _median(list(self.gen_step))
         elif self.gen and series is not None and series.n:
             g, s = _median(self.gen), _median([v for _, v in series.values()])
         else:

@@ -156,3 +156,25 @@ def test_thresholds_from_the_project_config(tmp_path, monkeypatch):
             load_settings(tmp_path)
     finally:
         M.configure(rise_factor=old)
+
+
+def test_big_log_is_sampled_in_bounded_memory_and_still_sees_the_rise():
+    import tracemalloc
+
+    n = 120_000
+    text = "".join(f"[rank0]:  {i * 100 // n}%|#         | {i}/{n} [01:00<10:00, {1.0 if i < n // 2 else 2.6:.2f}s/it]\n"
+                   f"[rank0]: {{'loss': 2.1, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': {i / n:.3f}}}\n"
+                   for i in range(n))
+    blocks = [match_view(chunk) for chunk, _ in iter_blocks(io.BytesIO(text.encode()))]
+    t = ThroughputTracker(M.Thresholds())
+    tracemalloc.start()
+    base = 1
+    for lines, view in blocks:
+        t.feed(lines, view, base)
+        base += lines.count(b"\n")
+    [a] = t.detect(1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    series = t.steps[f"bar/{n}"]
+    assert series.n < 20_000 and len(series.values()) <= 256 + 512
+    assert a.numbers["rise"] == "2.6" and peak < 2 << 20
