@@ -238,6 +238,7 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
                 "from_loss": fmt(first.loss), "from": first.at, "loss": fmt(r.loss), "at": r.at, "span": span,
                 "grad_flat": gflat, "min_loss": fmt(low),
                 "grad_norm": fmt(win[-1]) if win and gflat else None,    # only stated when it stayed flat
+                "strong": fmt(th.fall_strong) if strong else None, "within": th.fall_within if strong else None,
                 "unit": "steps" if r.step is not None and first.step is not None else "records"})]
     return []
 
