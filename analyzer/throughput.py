@@ -281,8 +281,9 @@ class ThroughputTracker:
             nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{sum(1 for r in worst if r[0] == 0)}/{len(worst)}")
             first_line = first_line or idle[0][0][3]
             last_line = max(last_line, idle[-1][-1][3])
-        elif snaps and any(0 < len([r for r in s if r[0] == 0]) for s in snaps) and len(idle) >= 1:
-            nums.update(pipeline=True)
+        elif idle and len(snaps) >= 3:
+            # busy snapshots with idle ones in between: utilisation drops to 0% periodically (input pipeline)
+            nums.update(pipeline=True, idle_some=len(idle), snaps=len(snaps))
         full = [s for s in snaps if all(r[2] for r in s)]
         if full and all(r[1] < th.mem_low * r[2] and r[0] < 90 for s in full for r in s):   # type: ignore[operator]
             used = max(r[1] for s in full for r in s)
@@ -296,7 +297,7 @@ class ThroughputTracker:
             d = _median([x for x, _ in self.decode])
             if d < th.decode_min:
                 nums.update(decode=fmt(d), reqs=max(r for _, r in self.decode))
-        if not nums or set(nums) == {"pipeline"}:
+        if not nums:
             return []
         if self.eager:
             nums["eager"] = True

@@ -178,3 +178,12 @@ def test_big_log_is_sampled_in_bounded_memory_and_still_sees_the_rise():
     series = t.steps[f"bar/{n}"]
     assert series.n < 20_000 and len(series.values()) <= 256 + 512
     assert a.numbers["rise"] == "2.6" and peak < 2 << 20
+
+
+def test_utilisation_dropping_to_zero_between_busy_snapshots_is_a_pipeline_warning():
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    busy = SMI.format(m0=61000, m1=60500, u0=97, u1=95)
+    idle = SMI.format(m0=61000, m1=60500, u0=0, u1=0)
+    _, [a] = _run(rec + busy + rec + idle + rec + busy + rec + busy + rec, train_start=1)
+    assert a.severity == "warning" and a.numbers["idle_some"] == 1 and a.numbers["snaps"] == 4 and a.numbers["pipeline"]
+    assert _run(rec + busy + rec + busy + rec + busy + rec, train_start=1)[1] == []
