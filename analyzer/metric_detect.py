@@ -91,7 +91,7 @@ def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     prev = before[-1].loss
     if med < 0.1 or prev < 0.5 * med:   # type: ignore[operator]
         return []       # it was already falling towards 0: a collapse, judged elsewhere
-    spike = prev >= th.nan_zero_factor * med or prev >= 1.5 * med    # type: ignore[operator]
+    spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
     return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
         "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
         "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]

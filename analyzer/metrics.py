@@ -41,7 +41,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   collapse_grad      0.01  ... with grad_norm below this (the model copies its input)
   epochs_fast        50    fast fall over many epochs: a loss under fall_strong after this many epochs
   repeat_min         6     a loss sequence repeating exactly with a period: this many repeated records
-  nan_zero_factor    100   hidden NaN: a spike >= this x the median, then loss exactly 0 on every later record
+  zero_spike_factor  1.5   hidden NaN (loss exactly 0 after a normal level): a last value >= this x the median is
+                           named a spike in the message
   spike_factor       3.0   metric-loss-spike: loss > spike_factor x median of the previous records ...
   spike_abs          1.0   ... and exceeds that median by at least spike_abs
   spike_history      16    records in the rolling median
@@ -94,7 +95,7 @@ class Thresholds:
     collapse_grad: float = 0.01
     epochs_fast: float = 50.0
     repeat_min: int = 6
-    nan_zero_factor: float = 100.0
+    zero_spike_factor: float = 1.5
     spike_factor: float = 3.0
     spike_abs: float = 1.0
     spike_history: int = 16

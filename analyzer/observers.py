@@ -3,8 +3,8 @@
 Each factory takes the Engine and returns an object with `feed(lines, view, line_base)` (once per
 ~64 KiB block) and `finish(report, findings)`.
 
-Importing this module costs nothing measurable: `metrics` and `phase` are imported when the first
-observer is made, and their patterns are compiled on the first block they see.
+Importing this module costs nothing measurable: `metrics`, `throughput` and `phase` are imported when
+the first observer is made, and their patterns are compiled on the first block they see.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 
 class TrainingObserver:
-    """Metric series + anomaly findings, phase and last step, in one observer (one pass, shared state)."""
+    """Metric series, step time / GPU use, anomaly findings, phase and last step, in one observer (one
+    pass, shared state)."""
 
     def __init__(self, engine: Any = None):
         from .metrics import MetricTracker
