@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
 from .errors import ConfigError
+from .metrics import Thresholds, configure
 
 KEYS = ("rules", "disable", "min_severity", "lang", "baseline", "engine", "thresholds")
 ENGINES = ("auto", "re2", "hyperscan", "python")
@@ -160,10 +162,6 @@ def _str_list(value: Any, p: Path, label: str, key: str) -> list[str]:
 
 
 def _thresholds(value: Any, p: Path, label: str, key: str) -> dict[str, float]:
-    from dataclasses import fields
-
-    from .metrics import Thresholds
-
     names = {f.name for f in fields(Thresholds)}
     if not isinstance(value, dict):
         raise ConfigError(f"{p}: {label}key '{key}': expected a table of threshold names to numbers, got {value!r}")
@@ -237,7 +235,5 @@ def load_settings(start_dir: str | os.PathLike) -> dict[str, Any]:
         return {}
     settings = parse_settings(*found)
     if settings.get("thresholds"):
-        from .metrics import configure
-
         configure(**settings["thresholds"])     # the detectors of this process read THRESHOLDS
     return settings
