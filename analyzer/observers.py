@@ -49,6 +49,9 @@ class TrainingObserver:
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()
+        speed = self.throughput.summary()
+        if speed:
+            report.extra["throughput"] = speed
 
 
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver]

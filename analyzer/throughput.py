@@ -137,6 +137,7 @@ class ThroughputTracker:
         self.stop: Optional[tuple[str, int]] = None
         self.eager = False
         self.entries = 0
+        self.speeds: dict[str, float] = {}          # the Trainer's end-of-run train_samples/steps_per_second
         self.saves: list[int] = []                  # lines of checkpoint saves (their steps are slow by design)
         self._blocks = 0
 
@@ -188,6 +189,10 @@ class ThroughputTracker:
             return
         if key == b"train_runtime":
             self.finished_line = line
+            for name in ("train_samples_per_second", "train_steps_per_second"):
+                m = re.search(name.encode() + rb"""['"]?\s*:\s*['"]?([0-9.]+)""", seg)
+                if m:
+                    self.speeds[name] = float(m.group(1))
             return
         if key in (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt"):
             if self.stop is None:
@@ -251,6 +256,21 @@ class ThroughputTracker:
         self._snap_line = line
         if len(self.snaps) <= 256:
             self.snaps[-1].append(row)
+
+    def summary(self) -> dict[str, Any]:
+        """report.extra["throughput"]: what was read (empty when nothing was)."""
+        d: dict[str, Any] = {}
+        series = max(self.steps.items(), key=lambda kv: kv[1].n, default=None)
+        if series is not None:
+            vals = [v for _, v in series[1].values()]
+            d.update(source=series[0].split("/")[0], step_samples=series[1].n,
+                     median_step_s=round(_median(vals), 4), last_step_s=round(vals[-1], 4))
+        if self.snaps:
+            d["gpu_snapshots"] = len(self.snaps)
+        if self.decode:
+            d["decode_tok_s_per_request"] = round(_median([x for x, _ in self.decode]), 3)
+        d.update(self.speeds)
+        return d
 
     # ------------------------------------------------------------------ detection
     def detect(self, train_start: Optional[int]) -> list[Anomaly]:

@@ -187,3 +187,12 @@ def test_utilisation_dropping_to_zero_between_busy_snapshots_is_a_pipeline_warni
     _, [a] = _run(rec + busy + rec + idle + rec + busy + rec + busy + rec, train_start=1)
     assert a.severity == "warning" and a.numbers["idle_some"] == 1 and a.numbers["snaps"] == 4 and a.numbers["pipeline"]
     assert _run(rec + busy + rec + busy + rec + busy + rec, train_start=1)[1] == []
+
+
+def test_report_carries_a_throughput_summary(engine):
+    text = "".join(f"  {i}%|#    | {i}/100 [00:{i:02d}<01:00, {1.5:.2f}s/it]\n" for i in range(1, 60))
+    text += "{'train_runtime': 88.5, 'train_samples_per_second': 9.04, 'train_steps_per_second': 0.678, 'train_loss': 1.2, 'epoch': 1.0}\n"
+    rep = scan_source(engine, text)
+    d = rep.to_dict()["throughput"]
+    assert d["median_step_s"] == 1.5 and d["train_samples_per_second"] == 9.04 and d["train_steps_per_second"] == 0.678
+    assert not [f for f in rep.findings if f.category == "throughput-low"]
