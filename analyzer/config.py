@@ -13,6 +13,8 @@ Keys (both spellings `min_severity` / `min-severity` are accepted)::
     lang = "zh"                     # en | zh
     baseline = ".llmtriage-baseline.json"   # findings acknowledged there are dropped
     engine = "hyperscan"            # auto | re2 | hyperscan | python (block scanner; same findings)
+    [tool.llmtriage.thresholds]     # metric / throughput detector thresholds (docs/METRICS.md)
+    rise_factor = 3.0               # (YAML: `thresholds: {rise_factor: 3.0}`)
 
 Unknown keys and bad values raise ConfigError naming the file and the key.
 """
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
 from .errors import ConfigError
+from .metrics import Thresholds, configure
 
-KEYS = ("rules", "disable", "min_severity", "lang", "baseline", "engine")
+KEYS = ("rules", "disable", "min_severity", "lang", "baseline", "engine", "thresholds")
 ENGINES = ("auto", "re2", "hyperscan", "python")
 SEVERITIES = ("info", "warning", "error")
 LANGS = ("en", "zh")
@@ -160,6 +164,21 @@ def _str_list(value: Any, p: Path, label: str, key: str) -> list[str]:
     return list(value)
 
 
+def _thresholds(value: Any, p: Path, label: str, key: str) -> dict[str, float]:
+    names = {f.name for f in fields(Thresholds)}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{p}: {label}key '{key}': expected a table of threshold names to numbers, got {value!r}")
+    out = {}
+    for name, v in value.items():
+        n = str(name).replace("-", "_")
+        if n not in names:
+            raise ConfigError(f"{p}: {label}key '{key}': unknown threshold '{name}' (known: {', '.join(sorted(names))})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ConfigError(f"{p}: {label}key '{key}.{name}': expected a non-negative number, got {v!r}")
+        out[n] = v
+    return out
+
+
 def parse_settings(p: Path, table: dict[str, Any], label: str = "") -> dict[str, Any]:
     """Validate a raw table into settings (see module doc)."""
     out: dict[str, Any] = {"config_file": str(p)}
@@ -190,6 +209,8 @@ def parse_settings(p: Path, table: dict[str, Any], label: str = "") -> dict[str,
             if value not in ENGINES:
                 raise ConfigError(f"{p}: {label}key '{raw_key}': expected one of {', '.join(ENGINES)}, got {value!r}")
             out["engine"] = value
+        elif key == "thresholds":
+            out["thresholds"] = _thresholds(value, p, label, raw_key)
         elif key == "baseline":
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{p}: {label}key '{raw_key}': expected a file path, got {value!r}")
@@ -215,4 +236,7 @@ def load_settings(start_dir: str | os.PathLike, explicit: Optional[str] = None) 
     found = find_config(start_dir, explicit)
     if found is None:
         return {}
-    return parse_settings(*found)
+    settings = parse_settings(*found)
+    if settings.get("thresholds"):
+        configure(**settings["thresholds"])     # the detectors of this process read THRESHOLDS
+    return settings

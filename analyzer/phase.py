@@ -18,7 +18,8 @@ import re
 from collections import deque
 from typing import Any, Optional
 
-from .metrics import _UNANCHORED, _compile, _Lazy, _raw, _rx
+from .fastre import UNANCHORED, Lazy, compile_bytes, raw_of
+from .metric_parse import regexes
 
 
 PHASES = ("environment", "launch", "model-loading", "data-loading", "training", "evaluation",
@@ -64,29 +65,29 @@ _LABEL_KIND_SRC = [
 ]
 
 
-class _Regexes(_Lazy):
+class _Regexes(Lazy):
     """The phase patterns, compiled on first use (importing the module compiles nothing)."""
 
     def _make__BAR(self) -> Any:
-        return _rx()._BAR
+        return regexes().BAR
 
     def _make__STEP(self) -> Any:
-        return _rx()._STEP
+        return regexes().STEP
 
     def _make_MARKERS(self) -> Any:
-        return _compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
+        return compile_bytes(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
 
     def _make_markers_raw(self) -> Any:
         # the same alternation without groups: a bare RE2 call per match gives its span; the kind of a
         # matched text never depends on its context (it is the first branch that matches that text)
-        raw = _raw(_compile(b"|".join(b"(?:" + p + b")" for _, p in _MARKERS)))
-        return raw if raw is not None and _raw(self.MARKERS) is not None else None
+        raw = raw_of(compile_bytes(b"|".join(b"(?:" + p + b")" for _, p in _MARKERS)))
+        return raw if raw is not None and raw_of(self.MARKERS) is not None else None
 
     def _make__MARKERS_PY(self) -> Any:
         return re.compile(b"|".join(b"(" + p + b")" for _, p in _MARKERS))
 
     def _make__TOTAL_STEPS(self) -> Any:
-        return _compile(rb"Total optimization steps = ([0-9,]+)")
+        return compile_bytes(rb"Total optimization steps = ([0-9,]+)")
 
     def _make__LABEL_PREFIX(self) -> Any:
         return re.compile(r"^(?:\S+: )?(?:\[[^\]]*\]:?\s*)*")
@@ -143,7 +144,7 @@ def _marker_changes(view: bytes) -> list[tuple[int, int]]:
                 prev = k
         return changes
     match = raw.Match
-    anchor = _UNANCHORED
+    anchor = UNANCHORED
     get = _KIND_CACHE.get
     pos, end = 0, len(view)
     while True:
@@ -254,7 +255,7 @@ class PhaseTracker:
         # hundred per block in the worst logs). Newlines before a marker's line start == newlines
         # before the marker (`lines` has a "\n" only where `view` has one): a running count gives lines.
         match = raw.Match
-        anchor = _UNANCHORED
+        anchor = UNANCHORED
         get = _KIND_CACHE.get
         kinds = _KIND_OF_GROUP
         count = lines.count

@@ -8,6 +8,8 @@ import tracemalloc
 
 import pytest
 
+from llmtriage import metric_detect as D
+from llmtriage import metric_parse as P
 from llmtriage import metrics as M
 from llmtriage import scan_source
 from llmtriage.logparse import iter_blocks, match_view
@@ -24,7 +26,7 @@ from llmtriage.logparse import iter_blocks, match_view
     (b"{'loss': 1.0, 'grad_norm': inf, 'learning_rate': 0.0, 'epoch': 1.0}", (None, 1.0, math.inf, 0.0, 1.0)),
 ])
 def test_parse_line_formats(line, expect):
-    got = M.parse_line(line)
+    got = P.parse_line(line)
     assert got is not None
     for g, e in zip(got, expect):
         if isinstance(e, float) and math.isnan(e):
@@ -42,7 +44,7 @@ def test_parse_line_formats(line, expect):
     b"[INFO] loss scale: 65536",
 ])
 def test_parse_line_ignores_non_training_losses(line):
-    assert M.parse_line(line) is None
+    assert P.parse_line(line) is None
 
 
 def _tracker(text: str, **th) -> M.MetricTracker:
@@ -67,7 +69,7 @@ def _hf(losses, grads=None, quoted=False):
 
 
 def kinds(t):
-    return {(a.kind, a.severity) for a in M.detect(t)}
+    return {(a.kind, a.severity) for a in D.detect(t)}
 
 
 def test_healthy_noisy_curve_raises_nothing():
@@ -79,7 +81,7 @@ def test_healthy_noisy_curve_raises_nothing():
 
 def test_nan_is_an_error_with_step_and_line():
     t = _tracker(_hf([2.1, 2.0, 1.9, "nan", "nan", "nan"], quoted=True))
-    [a] = M.detect(t)
+    [a] = D.detect(t)
     assert (a.kind, a.severity, a.step) == ("nan", "error", 40)
     assert a.line == 8 and a.numbers["last_finite_loss"] == "1.9"
 
@@ -91,7 +93,7 @@ def test_single_transient_nan_grad_is_a_warning():
 
 def test_flat_loss_with_zero_grad_is_no_grad_error():
     t = _tracker("".join(f"step={s} loss=10.3716 grad_norm=0.0 lr=2e-4\n" for s in range(10, 200, 10)))
-    [a] = M.detect(t)
+    [a] = D.detect(t)
     assert (a.kind, a.category, a.severity) == ("flat", "no-grad", "error")
     assert a.line == 1 and a.numbers["records"] == 19
 
@@ -212,7 +214,8 @@ def test_big_log_is_sampled_in_bounded_memory(engine):
 def test_detector_texts_are_complete():
     """rules/detectors.yaml: every anomaly kind in both languages, same placeholders and fix count."""
     from llmtriage.loader import template_names
-    from llmtriage.metrics import RULE_IDS, detector_texts
+    from llmtriage.metric_detect import RULE_IDS
+    from llmtriage.metric_findings import detector_texts
 
     texts = detector_texts()
     assert set(texts) == set(RULE_IDS)
@@ -224,3 +227,116 @@ def test_detector_texts_are_complete():
             assert lang["fixes"] and all(f["title"] and f["detail"] for f in lang["fixes"]), kind
         assert len(en["fixes"]) == len(zh["fixes"]), kind
         assert template_names(en["message"]) == template_names(zh["message"]), kind
+
+
+# ---------------------------------------------------------------- formats added for issue 14
+@pytest.mark.parametrize("line, expect", [
+    (b"(TaskRunner pid=401) step:12 - global_seqlen/mean:9544.75 - actor/pg_loss:-0.004 - actor/kl_loss:0.001 - "
+     b"actor/grad_norm:0.231 - actor/lr:1e-06 - critic/score/mean:0.61", (12, -0.004, 0.231, 1e-06, None)),
+    (b"Epoch 3: 100%|##########| 50/50 [00:10<00:00,  4.90it/s, Loss: 1.14]", (50, 1.14, None, None, 3)),
+    (b" 45%|####5     | 450/1000 [01:23<01:42,  5.38it/s, loss=0.5]", (450, 0.5, None, None, None)),
+    (b"{'loss': '4.131', 'grad_norm': '2.2', 'learning_rate': '0', 'epoch': '0.25'}", (None, 4.131, 2.2, 0.0, 0.25)),
+])
+def test_parse_line_more_formats(line, expect):
+    got = P.parse_line(line)
+    assert got is not None
+    for g, e in zip(got, expect):
+        assert g == (pytest.approx(e) if e is not None else None)
+
+
+def test_parse_skip_counters():
+    assert P.parse_skips(b"[Rank 0] step=40, skipped=40, lr=[0.0], mom=[(0.9, 0.999)]") == ("ds", 40, 40, None)
+    got = P.parse_skips(b" iteration       20/  500000 | consumed samples: 10240 | elapsed time per iteration (ms): 812.3 | "
+                        b"learning rate: 0.000E+00 | global batch size:   512 | loss scale: 1.0 | "
+                        b"number of skipped iterations:  10 | number of nan iterations:   0 |")
+    assert got == ("megatron", 20, 10, 1.0)
+    assert P.parse_skips(b"skipped 3 files") is None
+
+
+def test_zero_grad_with_wiggling_loss_is_no_grad():
+    # ~1e-4 relative wiggle: flat, and grad_norm 0 makes it an error
+    losses = [2.31457, 2.31462, 2.31449, 2.31471, 2.31455, 2.31466, 2.31452, 2.31460, 2.31469, 2.31458]
+    [a] = D.detect(_tracker(_hf(losses, grads=[0.0] * 10, quoted=True)))
+    assert (a.category, a.severity) == ("no-grad", "error")
+    # ~1e-3: no longer "flat", but grad_norm is exactly 0 on every step
+    losses = [2.3146, 2.3172, 2.3131, 2.3188, 2.3155, 2.3166, 2.3129, 2.3160, 2.3179, 2.3148]
+    t = _tracker(_hf(losses, grads=[0.0] * 10, quoted=True))
+    assert kinds(t) == {("zero_grad", "error")}
+    [a] = D.detect(t)
+    assert a.category == "no-grad" and a.numbers["records"] == 10 and a.numbers["loss_lo"] == "2.313"
+
+
+def test_lr_zero_everywhere_is_no_grad_or_fp16_overflow():
+    lines = "".join(f"{{'loss': '{3.2 - i * 0.01:.3f}', 'grad_norm': '1.3', 'learning_rate': '0', 'epoch': '{i / 10}'}}\n"
+                    for i in range(6))
+    assert kinds(_tracker(lines)) == {("lr_zero", "error")}
+    fp16 = "Training/evaluation parameters TrainingArguments(\nfp16=True,\nlearning_rate=3e-05,\n)\n"
+    t = _tracker(fp16 + lines)
+    assert kinds(t) == {("lr_zero_fp16", "error")} and D.detect(t)[0].category == "fp16-overflow"
+
+
+def test_loss_sequence_repeating_each_epoch_is_no_grad():
+    epoch = [2.913, 2.744, 3.021, 2.688, 2.857, 2.790, 2.932, 2.701]
+    recs = [(e + i / len(epoch), x) for e in range(3) for i, x in enumerate(epoch)]
+    text = "".join(f"{{'loss': {x}, 'grad_norm': 1.1, 'learning_rate': 2e-05, 'epoch': {ep:.3f}}}\n" for ep, x in recs)
+    [a] = D.detect(_tracker(text))
+    assert (a.kind, a.category, a.severity, a.numbers["period"]) == ("repeat", "no-grad", "error", 8)
+    # a noisy curve with two-decimal losses that repeats by chance over a short stretch is not enough
+    rnd = random.Random(3)
+    noisy = "".join(f"step={i} loss={1.2 + rnd.choice([0.0, 0.01, 0.02]):.2f}\n" for i in range(80))
+    assert "repeat" not in {k for k, _ in kinds(_tracker(noisy))}
+
+
+def test_spike_then_exact_zero_is_a_hidden_nan():
+    losses = [2.43, 2.11, 2.05, 1.99, 2.04, 1.97, 2.01, 2.28, 3.77] + [0.0] * 8
+    t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 0.005, 'epoch': 0.0{i}}}\n" for i, x in enumerate(losses)))
+    [a] = D.detect(t)
+    assert (a.kind, a.category, a.severity) == ("nan_hidden", "nan-loss", "error")
+    assert a.line == 10 and a.numbers["last_loss"] == "3.77"
+    # a gradual fall to 0 is not a hidden NaN
+    fall = [2.4, 1.5, 0.9, 0.4, 0.1, 0.03, 0.008, 0.001] + [0.0] * 8
+    t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 0.005, 'epoch': 0.0{i}}}\n" for i, x in enumerate(fall)))
+    assert "nan_hidden" not in {k for k, _ in kinds(t)}
+
+
+def test_collapse_within_first_epoch_is_an_error_and_memorising_is_a_warning():
+    def run(epochs):
+        losses = [3.1, 2.2, 1.1, 0.4, 0.05] + [0.004 - i * 1e-4 for i in range(12)]
+        grads = [2.0, 1.5, 1.0, 0.5, 0.1] + [0.003] * 12
+        return "".join(f"{{'loss': {x:.4f}, 'grad_norm': {g}, 'learning_rate': 2e-05, 'epoch': {e:.2f}}}\n"
+                       for x, g, e in zip(losses, grads, epochs))
+    t = _tracker(run([i * 0.05 for i in range(17)]))
+    assert ("collapse", "error") in kinds(t)
+    t = _tracker(run([i * 20.0 for i in range(17)]))
+    assert ("overfit", "warning") in kinds(t) and not any(s == "error" for _, s in kinds(t))
+
+
+def test_grpo_zero_then_growing_loss_and_negative_loss_are_healthy():
+    lines = []
+    for i in range(40):
+        loss = 0.0 if i < 6 else round(0.0004 * i * (1 if i % 3 else -1), 5)
+        lines.append(f"{{'loss': {loss}, 'grad_norm': {0.3 + (i % 5) * 0.05:.2f}, 'learning_rate': 1e-06, "
+                     f"'rewards/accuracy_reward': 0.{i % 9}, 'reward': 0.{i % 7}, 'kl': {0.0001 * i:.4f}, 'epoch': 0.0{i}}}\n")
+    assert kinds(_tracker("".join(lines))) == set()
+
+
+def test_deepspeed_every_step_skipped_is_an_error_but_settling_is_not():
+    lines = []
+    for s in range(1, 13):
+        lines.append(f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (17 - s)}, reducing to {2 ** (16 - s)}\n")
+        lines.append(f"[Rank 0] step={s}, skipped={s}, lr=[0.0], mom=[(0.9, 0.999)]\n")
+    t = _tracker("".join(lines))
+    got = D.detect(t)
+    assert [(a.kind, a.category, a.severity) for a in got] == [("no_step", "fp16-overflow", "error")]
+    settle = [f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (32 - s)}, reducing to {2 ** (31 - s)}\n"
+              f"[Rank 0] step={s}, skipped={s}, lr=[0.0]\n" for s in range(1, 8)]
+    settle += [f"[Rank 0] step={s}, skipped=7, lr=[1e-05]\nstep={s} loss={2.4 - s * 0.004:.4f}\n" for s in range(8, 60)]
+    assert kinds(_tracker("".join(settle))) == set()
+
+
+def test_megatron_all_iterations_skipped_is_an_error():
+    text = "".join(f" iteration {i:8d}/  500000 | consumed samples: {i * 512} | elapsed time per iteration (ms): 801.2 | "
+                   f"learning rate: 0.000E+00 | global batch size:   512 | loss scale: 1.0 | "
+                   f"number of skipped iterations:  10 | number of nan iterations:   0 |\n" for i in range(10, 130, 10))
+    [a] = D.detect(_tracker(text))
+    assert (a.kind, a.severity, a.numbers["skipped"]) == ("no_step", "error", 120)

@@ -1,0 +1,198 @@
+"""throughput-low: step-time / GPU-use parsing and detection (analyzer/throughput.py)."""
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from llmtriage import metrics as M
+from llmtriage import scan_source
+from llmtriage.logparse import iter_blocks, match_view
+from llmtriage.throughput import ThroughputTracker
+
+
+def _run(text: str, train_start=1, **th):
+    t = ThroughputTracker(M.Thresholds(**th) if th else M.Thresholds())
+    base = 1
+    for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
+        lines, view = match_view(chunk)
+        t.feed(lines, view, base)
+        base += lines.count(b"\n")
+    return t, t.detect(train_start)
+
+
+def _megatron(ms_of):
+    return "".join(f" iteration {i:8d}/   20000 | consumed samples: {i * 256:12d} | elapsed time per iteration (ms): {ms_of(i):.1f} | "
+                   f"learning rate: 3.0E-04 | global batch size:   256 | lm loss: 2.5E+00 | loss scale: 1.0 | grad norm: 0.9 | "
+                   f"number of skipped iterations:   0 | number of nan iterations:   0 |\n" for i in range(10, 1210, 10))
+
+
+def test_megatron_step_time_rising_is_a_warning_with_numbers():
+    t, [a] = _run(_megatron(lambda i: 1400.0 if i < 600 else 3600.0))
+    assert (a.category, a.severity) == ("throughput-low", "warning")
+    assert a.numbers["early"] == "1.4" and a.numbers["late"] == "3.6" and a.numbers["rise"] == "2.6"
+    assert t.steps["meg"].n == 120
+
+
+def test_noisy_steady_step_times_raise_nothing():
+    rnd = random.Random(5)
+    _, found = _run(_megatron(lambda i: 1000.0 * (1 + rnd.uniform(-0.35, 0.35))))
+    assert found == []
+    bars = "".join(f"  {i * 100 // 900}%|#    | {i}/900 [{i // 60:02d}:{i % 60:02d}<10:00, {1.6 + rnd.uniform(-0.4, 0.4):.2f}s/it]\n"
+                   for i in range(1, 400))
+    assert _run(bars)[1] == []
+
+
+def test_time_limit_while_slow_is_an_error_ranked_above_the_cancellation():
+    text = _megatron(lambda i: 1400.0 if i < 600 else 3600.0)
+    text += "slurmstepd: error: *** JOB 81234 ON node-3 CANCELLED AT 2024-08-01T06:00:12 DUE TO TIME LIMIT ***\n"
+    _, [a] = _run(text)
+    assert a.severity == "error" and a.numbers["stop"] == "DUE TO TIME LIMIT" and a.priority == 40
+    # a time limit without any slowdown is the scheduler's story alone
+    _, found = _run(_megatron(lambda i: 1400.0) + "slurmstepd: error: *** JOB 1 ON n CANCELLED AT 2024-08-01T06:00:12 DUE TO TIME LIMIT ***\n")
+    assert found == []
+
+
+def test_periodic_long_steps_but_not_checkpoint_saves():
+    rnd = random.Random(2)
+    text = _megatron(lambda i: 900.0 * (1 + rnd.uniform(-0.1, 0.1)) + (4000.0 if i % 100 == 0 else 0.0))
+    _, [a] = _run(text)
+    assert a.numbers["period"] == 10 and a.numbers.get("pipeline")
+    # the same slow iterations right after checkpoint saves are expected
+    lines = []
+    for ln in text.splitlines(keepends=True):
+        lines.append(ln)
+        i = int(ln.split("/")[0].split()[-1])
+        if i % 100 == 90:
+            lines.append(f"saving checkpoint at iteration {i + 10:7d} to /ckpt\n")
+    assert _run("".join(lines))[1] == []
+
+
+SMI = """+-----------------------------------------------------------------------------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+|=========================================+========================+======================|
+|   0  NVIDIA A100-SXM4-80GB          On  |   00000000:07:00.0 Off |                    0 |
+| N/A   33C    P0             64W /  400W |   {m0}MiB /  81920MiB |     {u0}%      Default |
+|   1  NVIDIA A100-SXM4-80GB          On  |   00000000:0B:00.0 Off |                    0 |
+| N/A   34C    P0             66W /  400W |   {m1}MiB /  81920MiB |     {u1}%      Default |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_nvidia_smi_idle_during_training_is_an_error_but_not_before_it():
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    text = rec + SMI.format(m0=61000, m1=60500, u0=0, u1=0) + rec + SMI.format(m0=61000, m1=60500, u0=0, u1=0) + rec
+    _, [a] = _run(text, train_start=1)
+    assert a.severity == "error" and a.numbers["idle"] == 2 and a.numbers["idle_gpus"] == "2/2"
+    assert "mem_pct" not in a.numbers        # 74% of memory in use: the batch is not the problem
+    # the same snapshot printed before training started (or after it ended) is normal
+    assert _run(SMI.format(m0=4, m1=4, u0=0, u1=0) + rec, train_start=9)[1] == []
+    assert _run(rec + "{'train_runtime': 31.0, 'train_loss': 1.2}\n" + SMI.format(m0=4, m1=4, u0=0, u1=0), train_start=1)[1] == []
+    # busy GPUs with low memory: batch too small (warning)
+    _, [a] = _run(rec + SMI.format(m0=9000, m1=9100, u0=41, u1=38) + rec, train_start=1)
+    assert a.severity == "warning" and a.numbers["mem_pct"] == "11"
+
+
+def test_nvidia_smi_csv_rows_and_verl_generation_share():
+    steps = "".join(f"(TaskRunner pid=1) step:{i} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - timing_s/gen:{131 + i * 0.1:.3f} - "
+                    f"timing_s/update_actor:19.8 - timing_s/step:{165 + i * 0.1:.3f}\n" for i in range(1, 6))
+    csv = "index, utilization.gpu [%], memory.used [MiB]\n" + "".join(f"{g}, 0 %, 52297 MiB\n" for g in range(4))
+    t, [a] = _run(steps + csv + "".join(f"{g}, 0 %, 52297 MiB\n" for g in range(4)))   # two snapshots
+    assert a.severity == "error" and a.numbers["gen_pct"] == "79" and a.numbers.get("rollout")
+    assert len(t.snaps) == 2
+    # generation at 45% of the step with busy GPUs is normal for GRPO
+    ok = steps.replace("timing_s/gen:13", "timing_s/gen:7")
+    assert _run(ok)[1] == []
+
+
+def test_vllm_slow_decode_interrupted_with_eager_mode():
+    text = ("non-default args: {'model': '/m', 'enforce_eager': True}\n"
+            + "".join(f"INFO 11-04 14:43:{i:02d} [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+                      f"Avg generation throughput: {180 + i:.1f} tokens/s, Running: 64 reqs, Waiting: 0 reqs, GPU KV cache usage: 52.9%\n"
+                      for i in range(6))
+            + "^C\n")
+    _, [a] = _run(text, train_start=None)
+    assert a.severity == "error" and a.numbers["eager"] and a.numbers["reqs"] == 64 and a.numbers["stop"] == "^C"
+    healthy = text.replace("Running: 64", "Running: 4").replace("^C\n", "")
+    assert _run(healthy, train_start=None)[1] == []
+
+
+def test_finding_through_the_engine_en_and_zh(ruleset):
+    from llmtriage.matcher import Engine
+
+    text = _megatron(lambda i: 1400.0 if i < 600 else 3600.0)
+    text += "slurmstepd: error: *** JOB 81234 ON node-3 CANCELLED AT 2024-08-01T06:00:12 DUE TO TIME LIMIT ***\n"
+    rep = scan_source(Engine(ruleset), text)
+    top = rep.findings[0]
+    assert (top.rule_id, top.category, top.severity) == ("metric-throughput-low", "throughput-low", "error")
+    assert "1.4s to 3.6s" in top.message and "TIME LIMIT" in top.message
+    titles = [f["title"] for f in top.fixes]
+    assert "Find what grows over time" in titles and "Feed the GPUs faster" not in titles   # conditional fixes
+    zh = scan_source(Engine(ruleset, lang="zh"), text).findings[0]
+    assert "单步耗时" in zh.message and len(zh.fixes) == len(top.fixes)
+
+
+def test_thresholds_from_the_project_config(tmp_path, monkeypatch):
+    from llmtriage.config import load_settings
+    from llmtriage.errors import ConfigError
+
+    monkeypatch.delenv("LLMTRIAGE_NO_CONFIG", raising=False)
+    monkeypatch.delenv("LLMTRIAGE_CONFIG", raising=False)
+    (tmp_path / ".git").mkdir()
+    cfg = tmp_path / ".llmtriage.yaml"
+    old = M.THRESHOLDS.rise_factor
+    try:
+        cfg.write_text("thresholds:\n  rise_factor: 3.5\n")
+        assert load_settings(tmp_path)["thresholds"] == {"rise_factor": 3.5}
+        assert M.THRESHOLDS.rise_factor == 3.5
+        # 2.6x no longer counts as a rise
+        assert _run(_megatron(lambda i: 1400.0 if i < 600 else 3600.0), rise_factor=M.THRESHOLDS.rise_factor)[1] == []
+        cfg.write_text("thresholds:\n  nope: 1\n")
+        with pytest.raises(ConfigError, match="unknown threshold 'nope'"):
+            load_settings(tmp_path)
+        cfg.write_text("thresholds:\n  rise_factor: -1\n")
+        with pytest.raises(ConfigError, match="non-negative"):
+            load_settings(tmp_path)
+    finally:
+        M.configure(rise_factor=old)
+
+
+def test_big_log_is_sampled_in_bounded_memory_and_still_sees_the_rise():
+    import tracemalloc
+
+    n = 120_000
+    text = "".join(f"[rank0]:  {i * 100 // n}%|#         | {i}/{n} [01:00<10:00, {1.0 if i < n // 2 else 2.6:.2f}s/it]\n"
+                   f"[rank0]: {{'loss': 2.1, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': {i / n:.3f}}}\n"
+                   for i in range(n))
+    blocks = [match_view(chunk) for chunk, _ in iter_blocks(io.BytesIO(text.encode()))]
+    t = ThroughputTracker(M.Thresholds())
+    tracemalloc.start()
+    base = 1
+    for lines, view in blocks:
+        t.feed(lines, view, base)
+        base += lines.count(b"\n")
+    [a] = t.detect(1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    series = t.steps[f"bar/{n}"]
+    assert series.n < 20_000 and len(series.values()) <= 256 + 512
+    assert a.numbers["rise"] == "2.6" and peak < 2 << 20
+
+
+def test_utilisation_dropping_to_zero_between_busy_snapshots_is_a_pipeline_warning():
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    busy = SMI.format(m0=61000, m1=60500, u0=97, u1=95)
+    idle = SMI.format(m0=61000, m1=60500, u0=0, u1=0)
+    _, [a] = _run(rec + busy + rec + idle + rec + busy + rec + busy + rec, train_start=1)
+    assert a.severity == "warning" and a.numbers["idle_some"] == 1 and a.numbers["snaps"] == 4 and a.numbers["pipeline"]
+    assert _run(rec + busy + rec + busy + rec + busy + rec, train_start=1)[1] == []
+
+
+def test_report_carries_a_throughput_summary(engine):
+    text = "".join(f"  {i}%|#    | {i}/100 [00:{i:02d}<01:00, {1.5:.2f}s/it]\n" for i in range(1, 60))
+    text += "{'train_runtime': 88.5, 'train_samples_per_second': 9.04, 'train_steps_per_second': 0.678, 'train_loss': 1.2, 'epoch': 1.0}\n"
+    rep = scan_source(engine, text)
+    d = rep.to_dict()["throughput"]
+    assert d["median_step_s"] == 1.5 and d["train_samples_per_second"] == 9.04 and d["train_steps_per_second"] == 0.678
+    assert not [f for f in rep.findings if f.category == "throughput-low"]
