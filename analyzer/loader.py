@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - CPython builds always have it
 
 CACHE_FORMAT = 4
 VERIFIED_FILE = "verified.json"
-NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml"}   # data beside the rules, not rules
+NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "verdict.yaml", "actions.yaml"}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
