@@ -253,7 +253,8 @@ def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang:
     if not recognised:
         return
     for f in findings:
-        if f.severity == "error" and f.rule_id != "unknown" and f.line > cut and f.role == "cause":
+        if (f.severity == "error" and f.rule_id != "unknown" and f.line > cut and f.role == "cause"
+                and f.category not in spec.get("exempt_categories", ())):
             f.role, f.priority = "symptom", 0
             f.judgement = {"context": "after-death", "severity_was": "error",
                            "reason": tr(spec["reason"], lang, line=death["line"])}
