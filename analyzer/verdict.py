@@ -377,3 +377,13 @@ def next_line(action: str, reason: str, lang: Optional[str]) -> str:
 
 def status_word(status: str, lang: Optional[str]) -> str:
     return tr(verdict_spec()["status"].get(status, {"en": status}), lang)
+
+
+def rule_action(rule: dict[str, Any], lang: Optional[str]) -> tuple[str, str]:
+    """The default (context-free) action of a rule: its own, else its category's."""
+    spec = action_spec()
+    cat = spec["categories"].get(rule["category"]) or spec["categories"]["unknown"]
+    own = rule.get("action")
+    if own and own != cat["action"]:
+        return own, tr(spec["generic"][own], lang)
+    return cat["action"], tr(cat, lang)
