@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Optional
 
 from .findings import ExceptionInfo, Finding, Report
-from .verdict import Scanner as VerdictScanner, judge
+from .verdict import Scanner as VerdictScanner, judge, use_data
 from .logparse import (EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
                        normalise_text, split_prefix)
 
@@ -268,6 +268,7 @@ class Engine:
         forced_cuts = 0
         encodings: set[str] = set()
         obs = [factory(self) for factory in self.observers]
+        use_data(getattr(self.ruleset, "data", None) or {})
         verdict = VerdictScanner()      # status evidence: death, finish, progress, retries
         self.leaves = 0
         self._active = self.set

@@ -24,12 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.resources import files
 from typing import Any, Optional
 
-import yaml
-
 from .findings import ExceptionInfo, Finding, Report
+from .loader import builtin_rules_dir, load_data_files
 from .logparse import BENIGN_EXC
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
@@ -39,10 +37,19 @@ _PER_BLOCK = 64          # hits taken from one block per marker
 _PROGRESS_TRIES = 4      # progress: last occurrences of a literal tried per block
 
 
-@lru_cache(maxsize=None)
+_DATA: dict[str, Any] = {}
+
+
+def use_data(data: dict[str, Any]) -> None:
+    """Take the verdict data parsed with the rule cache (`RuleSet.data`): no yaml in the scan."""
+    for name, value in data.items():
+        _DATA.setdefault(name, value)
+
+
 def _data(name: str) -> dict[str, Any]:
-    text = files("llmtriage.rules").joinpath(name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    if name not in _DATA:
+        _DATA[name] = load_data_files(builtin_rules_dir())[name]
+    return _DATA[name]
 
 
 def verdict_spec() -> dict[str, Any]:
