@@ -112,9 +112,8 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
             extra.append(str(rep.extra["phase"]))
         if rep.extra.get("step") is not None:
             extra.append(f"step {rep.extra['step']}")
-        if rep.extra.get("status"):
-            extra.append(status_word(str(rep.extra["status"]), lang))
-        out.write(header + (st("  (" + ", ".join(extra) + ")", "dim") if extra else "") + "\n")
+        status = f"  [{status_word(str(rep.extra['status']), lang)}]" if rep.extra.get("status") else ""
+        out.write(header + (st("  (" + ", ".join(extra) + ")", "dim") if extra else "") + st(status, "dim") + "\n")
         if not rep.findings:
             out.write("  " + st("✔ " + L["none"], "green") + "\n")
             continue
