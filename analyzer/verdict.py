@@ -30,11 +30,18 @@ from .findings import ExceptionInfo, Finding, Report
 from .loader import builtin_rules_dir, load_data_files
 from .logparse import BENIGN_EXC
 
+try:  # pragma: no cover - exercised when google-re2 is installed
+    import re2 as _re2
+except ImportError:  # pragma: no cover
+    _re2 = None
+
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
 MAX_HITS = 256           # per marker kind: the last ones are kept (bounded memory on retry spam)
 _PER_BLOCK = 64          # hits taken from one block per marker
 _PROGRESS_TRIES = 4      # progress: last occurrences of a literal tried per block
+_CANDIDATES = 512        # literal hits looked at per block (bounded cost when every line is a hit)
+_PROGRESS_TAIL = 8192    # progress literals are first looked for in the last bytes of a block
 
 
 _DATA: dict[str, Any] = {}
@@ -96,59 +103,105 @@ def _line_at(view: bytes, pos: int) -> tuple[int, int]:
     return start, len(view) if end < 0 else end
 
 
+@lru_cache(maxsize=16)
+def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any, tuple[Marker, ...]]:
+    """One compiled alternation of the literals of `marks`, leaving out training/context facts
+    already in `skip`, and the markers it covers."""
+    active = tuple(m for m in marks if not (m.kind in ("training", "context") and m.name in skip))
+    lits = sorted({lit for m in active for lit in m.literals}, key=len, reverse=True)
+    if not lits:
+        return None, active
+    pattern = b"|".join(re.escape(lit) for lit in lits)
+    return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active
+
+
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").strip()[:300]
 
 
 class Scanner:
-    """Collects status evidence block by block (fed by the matcher beside its observers)."""
+    """Collects status evidence block by block (fed by the matcher beside its observers).
+
+    One pass per block finds every marker literal at once (a compiled alternation: RE2 when
+    installed); a marker's regex then runs only on the lines holding one of its literals. Progress
+    is only needed as "the last progress line": its literals are looked up from the block's end."""
 
     def __init__(self) -> None:
         self.markers = markers()
         self.hits: dict[str, list[tuple[int, str, str]]] = {}
         self.seen: set[str] = set()
-        self.last_progress = 0
+        self._last_prog: Optional[tuple[int, bytes, int]] = None
+        self._progress_markers = [m for m in self.markers if m.kind == "progress"]
+        self._others = tuple(m for m in self.markers if m.kind != "progress")
+        self._gate, self._active = _literal_gate(self._others, frozenset())
+        self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
-        for m in self.markers:
-            if m.kind in ("training", "context") and m.name in self.seen:
-                continue
-            if not any(lit in view for lit in m.literals):
-                continue
-            if m.kind == "progress":
-                self._progress(m, lines, view, line_base)
-                continue
+        self._progress(lines, view, line_base)
+        if self._gate is None:
+            return
+        cands: set[tuple[int, int]] = set()
+        for n, hit in enumerate(self._gate.finditer(view)):
+            if n >= _CANDIDATES:
+                break
+            cands.add(_line_at(view, hit.start()))
+        spans: dict[Marker, list[tuple[int, int]]] = {}
+        for a, b in sorted(cands):       # every marker with a literal on the line (literals may overlap)
+            text = view[a:b]
+            for m in self._active:
+                if any(lit in text for lit in m.literals):
+                    spans.setdefault(m, []).append((a, b))
+        changed = False
+        for m, todo in spans.items():
             found = 0
-            for hit in m.regex.finditer(view):
-                a, b = _line_at(view, hit.start())
-                line = line_base + lines.count(b"\n", 0, a)
+            for a, b in todo:
+                if not m.regex.search(view, a, b):
+                    continue
                 self.seen.update((m.name, m.kind))
                 if m.kind in ("training", "context"):
+                    changed = True
                     break
                 kept = self.hits.setdefault(m.kind, [])
-                kept.append((line, m.name, _text(view[a:b])))
+                kept.append((line_base + lines.count(b"\n", 0, a), m.name, _text(view[a:b])))
                 if len(kept) > 2 * MAX_HITS:
                     del kept[:-MAX_HITS]
                 found += 1
                 if found >= _PER_BLOCK:
                     break
+        if changed:     # a training/context fact is known once: stop looking for its literals
+            self._gate, self._active = _literal_gate(self._others, frozenset(self.seen))
 
-    def _progress(self, m: Marker, lines: bytes, view: bytes, line_base: int) -> None:
+    def _progress(self, lines: bytes, view: bytes, line_base: int) -> None:
+        tail = max(0, len(view) - _PROGRESS_TAIL)
         best = -1
-        for lit in m.literals:
-            end = len(view)
-            for _ in range(_PROGRESS_TRIES):
-                pos = view.rfind(lit, 0, end)
-                if pos < 0 or pos <= best:
-                    break
-                a, b = _line_at(view, pos)
-                if m.regex.search(view, a, b):
-                    best = max(best, a)
-                    break
-                end = a
+        for m in self._progress_markers:
+            for lit in m.literals:
+                end = len(view)
+                for _ in range(_PROGRESS_TRIES):
+                    pos = view.rfind(lit, tail, end)
+                    if pos < 0 or pos <= best:
+                        break
+                    a, b = _line_at(view, pos)
+                    if m.regex.search(view, a, b):
+                        best = a
+                        self.seen.update((m.name, m.kind))
+                        break
+                    end = a
+        if best < 0 and self._progress_gate is not None:    # none near the end: the whole block, one pass
+            for hit in self._progress_gate.finditer(view, 0, tail):
+                a, b = _line_at(view, hit.start())
+                if a > best and any(m.regex.search(view, a, b) for m in self._progress_markers):
+                    best = a
         if best >= 0:
-            self.seen.update((m.name, m.kind))
-            self.last_progress = max(self.last_progress, line_base + lines.count(b"\n", 0, best))
+            self.seen.add("progress")
+            self._last_prog = (line_base, lines, best)     # its line number is counted when asked
+
+    @property
+    def last_progress(self) -> int:
+        if self._last_prog is None:
+            return 0
+        base, lines, pos = self._last_prog
+        return base + lines.count(b"\n", 0, pos)
 
     def last(self, kind: str) -> int:
         return max((h[0] for h in self.hits.get(kind, ())), default=0)
