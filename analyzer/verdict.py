@@ -276,7 +276,7 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if any(s not in scanner.seen for s in ctx.get("seen", ())):
         return False
-    if ctx.get("single") and f.count > 1 and status == "crashed":
+    if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
         return False
     if ctx.get("near"):
         win = verdict_spec()["recovery_window"]
