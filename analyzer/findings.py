@@ -2,7 +2,9 @@
 
 JSON contract (read by ../shared/tools/score.py; extend, never break):
 {"version": 1, "reports": [{"source": ..., "findings": [FINDING, ...]}]} where FINDING has at least
-rule_id, category, severity, title, message, line, evidence, rank, count, captures, cause, fixes.
+rule_id, category, severity, title, message, line, evidence, rank, count, captures, cause, fixes,
+action, action_reason, judgement; a report also carries status, death, action and action_reason
+(see README "JSON output").
 """
 from __future__ import annotations
 
@@ -77,6 +79,9 @@ class Finding:
     location: Optional[Frame] = None
     references: list[str] = field(default_factory=list)
     source: str = ""
+    action: str = ""              # retry | fix | replace-node | none (analyzer/verdict.py)
+    action_reason: str = ""
+    judgement: Optional[dict[str, Any]] = None   # {context, severity_was, reason} when context changed severity
 
     def sort_key(self) -> tuple:
         return (
@@ -107,6 +112,9 @@ class Finding:
             "fixes": [dict(f) for f in self.fixes],
             "location": self.location.to_dict() if self.location else None,
             "references": list(self.references),
+            "action": self.action,
+            "action_reason": self.action_reason,
+            "judgement": dict(self.judgement) if self.judgement else None,
         }
 
 

@@ -401,6 +401,7 @@ def rule_page(rs: Any, rule: dict[str, Any], *, lang: Optional[str] = None, engi
               verified: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Everything a rule's page shows, as plain data (rendered by `render_rule_text` / HTML)."""
     from .render import redact
+    from .verdict import next_line, rule_action   # page rendering only: kept off the search path (yaml)
 
     lang = lang if lang == "zh" else None
     t = rs.text(rule, lang)
@@ -437,6 +438,8 @@ def rule_page(rs: Any, rule: dict[str, Any], *, lang: Optional[str] = None, engi
                                        "output": output, "top": top},
         "fixes": fixes, "confused": confused, "references": list(rule.get("references") or []),
         "source": source_path(rule), "aliases": list(rule.get("aliases") or []),
+        "action": dict(zip(("action", "reason"), rule_action(rule, lang))),
+        "next": next_line(*rule_action(rule, lang), lang),
     }
 
 
@@ -516,6 +519,7 @@ def render_rule_text(page: dict[str, Any], *, color: bool = False, width: int = 
     for line in (ex["output"] or L["no_fire"]).splitlines():
         w("  │ " + line)
     w("")
+    w(st(page["next"], "bold"))
     w(st(L["fixes"], "bold"))
     for n, f in enumerate(page["fixes"], 1):
         vt = _verif_text(f["verification"], f["verified_by"], L)
@@ -653,6 +657,7 @@ def _html_rule(page: dict[str, Any], langs: tuple[str, ...], rule_ids: set[str])
     b.append(f"<section id=\"example\"><h2>{_e(L['example'])}"
              f"{(' — ' + _e(ex['name'])) if ex.get('name') else ''}</h2><pre>{_e(ex['log'])}</pre></section>")
     b.append(f"<section id=\"output\"><h2>{_e(L['output'])}</h2><pre>{_e(ex['output'] or L['no_fire'])}</pre></section>")
+    b.append(f"<p id=\"next\"><strong>{_e(page['next'])}</strong></p>")
     fx = [f"<section id=\"fixes\"><h2>{_e(L['fixes'])}</h2><ol>"]
     for f in page["fixes"]:
         item = f"<li><strong>{_e(f['title'])}</strong>"

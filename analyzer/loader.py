@@ -21,9 +21,10 @@ try:
 except ImportError:  # pragma: no cover - CPython builds always have it
     from hashlib import blake2b
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 VERIFIED_FILE = "verified.json"
-NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml"}   # data beside the rules, not rules
+DATA_FILES = ("verdict.yaml", "actions.yaml")      # verdict data (analyzer/verdict.py), cached with the rules
+NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml", *DATA_FILES}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
@@ -40,6 +41,7 @@ class RuleSet:
     taxonomy: dict[str, str] = field(default_factory=dict)
     dirs: tuple[str, ...] = ()
     verified: dict[str, Any] = field(default_factory=dict)   # rules/verified.json "fixes" (by verify --record)
+    data: dict[str, Any] = field(default_factory=dict)       # DATA_FILES by name (built-in rules only)
 
     def __post_init__(self) -> None:
         self.by_id = {r["id"]: r for r in self.rules}
@@ -174,6 +176,8 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         files.append(tax)
     if builtin and (dirs[0] / VERIFIED_FILE).exists():
         files.append(dirs[0] / VERIFIED_FILE)
+    if builtin:
+        files += [dirs[0] / n for n in DATA_FILES if (dirs[0] / n).exists()]
     cache = _cache_dir() if use_cache else None
     key = None
     if cache is not None:
@@ -193,7 +197,7 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
 def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
     """A RuleSet as plain data (the cache file, and what a validating child sends back)."""
     return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": rs.dirs,
-            "verified": rs.verified}
+            "verified": rs.verified, "data": rs.data}
 
 
 def write_cache(path: Path, data: Any) -> None:
@@ -258,7 +262,17 @@ def validate_dirs(dirs: list[Path], *, builtin: bool = True) -> RuleSet:
         raise RuleLoadError(problems)
     rules.sort(key=lambda r: r["id"])
     return RuleSet(rules=rules, locales=locales, taxonomy=taxonomy, dirs=tuple(str(d) for d in dirs),
-                   verified=load_verified(builtin_rules_dir() / VERIFIED_FILE))
+                   verified=load_verified(builtin_rules_dir() / VERIFIED_FILE),
+                   data=load_data_files(builtin_rules_dir()) if builtin else {})
+
+
+def load_data_files(root: Path) -> dict[str, Any]:
+    """DATA_FILES of `root` parsed with yaml.safe_load (name -> data), for the rule cache."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return {n: yaml.load((root / n).read_text(encoding="utf-8"), Loader=loader)
+            for n in DATA_FILES if (root / n).exists()}
 
 
 def load_verified(path: Path) -> dict[str, Any]:

@@ -11,7 +11,8 @@
 3. Per rule only counters, the first hit and the last line are kept (bounded memory); the first
    hit is confirmed with `regex` on at most 16 KiB, with a timeout, to take the captures.
 4. Findings are ranked: causes before symptoms, errors before warnings, priority, earliest line.
-   If no error rule fired but the log holds an exception, an `unknown` finding names it.
+   Then `verdict.judge` decides the status (crashed/finished/running), which signatures were
+   survived, the `unknown` finding (an unmatched exception or the death evidence) and the actions.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Optional
 
 from .findings import ExceptionInfo, Finding, Report
-from .logparse import (BENIGN_EXC, EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
+from .verdict import Scanner as VerdictScanner, judge, use_data
+from .logparse import (EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
                        normalise_text, split_prefix)
 
 try:  # pragma: no cover - exercised when google-re2 is installed
@@ -266,6 +268,8 @@ class Engine:
         forced_cuts = 0
         encodings: set[str] = set()
         obs = [factory(self) for factory in self.observers]
+        use_data(getattr(self.ruleset, "data", None) or {})
+        verdict = VerdictScanner()      # status evidence: death, finish, progress, retries
         self.leaves = 0
         self._active = self.set
         win_bytes, win_s = 0, 0.0
@@ -312,6 +316,7 @@ class Engine:
                     ln += 1
             for o in obs:
                 o.feed(lines, view, line_base)
+            verdict.feed(lines, view, line_base)
             line_base += lines.count(b"\n")
             if on_line_count is not None:
                 on_line_count(line_base)
@@ -336,17 +341,8 @@ class Engine:
         report.exception = exc
         for o in obs:
             o.finish(report, findings)
-        errors = [f for f in findings if f.severity == "error"]
-        if exc is not None and not errors:
-            findings.append(self._unknown(exc))
-        elif errors and all(f.role == "symptom" for f in errors):
-            # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no
-            # rule explains and that is not the launcher's own wrapper is the better root-cause guess.
-            root = _root_exception(tbp.exceptions)
-            if root is not None and not any(f.line <= root.line <= (f.last_line or f.line) for f in findings):
-                findings.append(self._unknown(root))
-        findings.sort(key=Finding.sort_key)
-        report.findings = findings
+        # status, survived signatures, the unknown finding, ranking and actions (analyzer/verdict.py)
+        report.findings = judge(report, findings, tbp.exceptions, exc, verdict, self.lang, self.ruleset.by_id)
         report.encoding = "gb18030" if "gb18030" in encodings else "utf-8"
         return report
 
@@ -549,29 +545,6 @@ class Engine:
                 out["verification"] = {k: rec.get(k) for k in ("device", "torch", "transformers", "date")}
         return out
 
-    def _unknown(self, exc: ExceptionInfo) -> Finding:
-        benign = exc.type.rsplit(".", 1)[-1] in BENIGN_EXC
-        where = ""
-        if exc.user_frame is not None:
-            where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
-        zh = self.lang == "zh"
-        title = (("未识别的错误：" if zh else "Unrecognised error: ") + exc.type)[:90]
-        return Finding(
-            rule_id="unknown", category="unknown", severity="warning" if benign else "error",
-            title=title, message=exc.headline[:500] + where, line=exc.line, evidence=exc.headline[:2000],
-            rank=exc.rank, captures={"type": exc.type}, role="cause", confidence="low", priority=0,
-            cause=("没有已知规则匹配这条异常；以上是日志中的最后一个异常。" if zh else
-                   "No known signature matched; this is the headline exception of the log."),
-            location=exc.user_frame,
-            fixes=[_fix({"title": "Read the exception at its user-code frame" if not zh else "从用户代码的栈帧开始排查",
-                         "detail": ("The innermost frame outside site-packages is where your code called into the "
-                                    "library; check the arguments and state there." if not zh else
-                                    "site-packages 之外最内层的栈帧是你的代码调用库的位置，先检查那里的参数和状态。")}),
-                   _fix({"title": "Search the knowledge base" if not zh else "搜索知识库",
-                         "detail": f"llmtriage kb search \"{exc.type}\""})],
-        )
-
-
 def _located(engine: "Engine") -> list[int]:
     """The patterns a stand-in for the Set must answer: rules', the bare exception, the traceback mark."""
     return [pi for pi in range(len(engine.patterns))
@@ -707,18 +680,6 @@ def _py_compile(pattern: str) -> Any:
 
         c = _PY_CACHE[pattern] = regex.compile(pattern)
     return c
-
-
-_WRAPPERS = {"ChildFailedError", "CalledProcessError", "SystemExit", "ProcessRaisedException", "ProcessExitedException"}
-
-
-def _root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
-    """The last exception that is neither benign (Ctrl-C) nor a launcher's wrapper of a child failure."""
-    for exc in reversed(exceptions):
-        short = exc.type.rsplit(".", 1)[-1]
-        if short not in BENIGN_EXC and short not in _WRAPPERS:
-            return exc
-    return None
 
 
 def default_observers() -> list[Callable[[Engine], Any]]:

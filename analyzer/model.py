@@ -106,6 +106,9 @@ class Rule(_Strict):
     tags: list[StrictStr] = Field(default_factory=list, description="Search terms (English or Chinese) for kb search.")
     reproducer: Optional[Reproducer] = None
     aliases: list[StrictStr] = Field(default_factory=list)
+    action: Optional[Literal["retry", "fix", "replace-node", "none"]] = Field(
+        default=None,
+        description="Next action when this rule is the root cause; default: its category's in rules/actions.yaml.")
     examples: Examples
 
     @field_validator("id")

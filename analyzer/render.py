@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import Any, Callable, Optional, TextIO
 
 from .findings import Finding, Report, reports_to_dict
+from .verdict import next_line, status_word
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
 RENDERERS: dict[str, Any] = {
@@ -117,7 +118,8 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
             extra.append(str(rep.extra["phase"]))
         if rep.extra.get("step") is not None:
             extra.append(f"step {rep.extra['step']}")
-        out.write(header + (st("  (" + ", ".join(extra) + ")", "dim") if extra else "") + "\n")
+        status = f"  [{status_word(str(rep.extra['status']), lang)}]" if rep.extra.get("status") else ""
+        out.write(header + (st("  (" + ", ".join(extra) + ")", "dim") if extra else "") + st(status, "dim") + "\n")
         if rep.extra.get("error"):
             out.write("  " + st("✖ " + L["input_error"], "red", "bold") + f": {redact(rep.extra['error'])}\n")
             continue
@@ -137,6 +139,8 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                 out.write(f"    {st(_where(f, L), 'cyan')}: {st(_cut(redact(f.evidence), 300), 'dim')}\n")
                 if f.location is not None:
                     out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
+                if f.action:
+                    out.write(f"  {st(next_line(f.action, redact(f.action_reason), lang), 'bold', 'magenta')}\n")
                 if f.explanation:
                     out.write(f"  {st(L['what'], 'bold')}: {_wrap(f.explanation)}\n")
                 if f.cause:

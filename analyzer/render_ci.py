@@ -74,7 +74,7 @@ def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
                 "message": {"text": msg or f.title},
                 "partialFingerprints": {"llmtriage/v1": fingerprint(f)},
                 "properties": {"category": f.category, "count": f.count, "role": f.role,
-                               "confidence": f.confidence},
+                               "confidence": f.confidence, "action": f.action, "action_reason": f.action_reason},
             }
             if f.ranks:
                 res["properties"]["ranks"] = list(f.ranks)

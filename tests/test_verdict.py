@@ -1,0 +1,229 @@
+"""The verdict: report status, context deciding fatality, the unknown finding yielding, actions."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import llmtriage
+from llmtriage.findings import Finding
+from llmtriage.render import render_human, render_json
+from llmtriage.verdict import ACTIONS, action_for, action_spec, verdict_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+
+TRAIN_HEAD = (
+    "[INFO|trainer.py:2048] 2024-05-01 10:00:00,000 >> ***** Running training *****\n"
+    "{'loss': 2.131, 'grad_norm': 1.42, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    " 10%|█         | 10/100 [00:31<04:39,  3.10s/it]\n"
+)
+OOM_TB = (
+    "Traceback (most recent call last):\n"
+    '  File "/work/train.py", line 88, in <module>\n'
+    "    trainer.train()\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.15 GiB of which 1.10 GiB is free.\n"
+)
+FINISH = "{'train_runtime': 301.2, 'train_samples_per_second': 5.3, 'train_steps_per_second': 0.33, 'train_loss': 1.9, 'epoch': 1.0}\n"
+
+
+def run(text: str, lang: str | None = None) -> llmtriage.Report:
+    return llmtriage.analyze(text, lang=lang)
+
+
+def errors(rep: llmtriage.Report) -> list[Finding]:
+    return [f for f in rep.findings if f.severity == "error"]
+
+
+# ------------------------------------------------------------------ status
+
+def test_traceback_is_death_evidence():
+    rep = run(TRAIN_HEAD + OOM_TB)
+    assert rep.extra["status"] == "crashed"
+    assert rep.extra["death"]["name"] == "exception" and rep.extra["death"]["line"] == 7
+    assert errors(rep)[0].category == "cuda-oom"
+
+
+def test_finished_run_and_truncated_run():
+    assert run(TRAIN_HEAD + FINISH).extra["status"] == "finished"
+    assert run(TRAIN_HEAD).extra["status"] == "running"
+    assert run(TRAIN_HEAD).extra["death"] is None
+
+
+def test_crash_after_finish_is_a_crash():
+    rep = run(TRAIN_HEAD + FINISH + "Saving model checkpoint to out/final\n" + OOM_TB)
+    assert rep.extra["status"] == "crashed"
+    assert errors(rep)[0].category == "cuda-oom"
+
+
+def test_server_death_without_traceback_gets_an_unknown_error():
+    log = ("INFO:     Uvicorn running on http://0.0.0.0:23333 (Press CTRL+C to quit)\n"
+           "rank[0] failed with error: model.layers.0.mlp.down_proj.qweight doesn't have any device set.\n"
+           "SystemExit: 1\n"
+           'INFO:     127.0.0.1:40318 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n')
+    rep = run(log)
+    assert rep.extra["status"] == "crashed"
+    top = errors(rep)[0]
+    assert top.rule_id == "unknown" and top.line == rep.extra["death"]["line"] == 3
+    assert "SystemExit: 1" in top.evidence
+
+
+def test_native_abort_without_traceback():
+    rep = run("llama_model_load_internal: offloaded 40/43 layers to GPU\nIllegal instruction (core dumped)\n")
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "native-abort"
+    assert errors(rep), "a crashed report always has an error finding"
+
+
+def test_progress_after_a_death_marker_undoes_it():
+    log = "worker 3 exited with code 1 while downloading, retrying\n" + TRAIN_HEAD * 12
+    assert run(log).extra["status"] == "running"
+
+
+# ------------------------------------------------------------------ context decides fatality
+
+def test_finished_run_demotes_a_signature_to_warning():
+    log = TRAIN_HEAD + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error\n" + FINISH
+    rep = run(log)
+    assert rep.extra["status"] == "finished" and not errors(rep)
+    f = next(f for f in rep.findings if f.category == "nccl-error")
+    assert f.severity == "warning" and f.judgement["context"] == "finished"
+    assert f.action == "none" and rep.extra["action"] == "none"
+
+
+def test_silent_failures_stay_errors_in_a_finished_run():
+    log = ("***** Running training *****\n"
+           + "".join(f"{{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 3e-05, 'epoch': {i / 10}}}\n" for i in range(1, 9))
+           + FINISH)
+    rep = run(log)
+    assert rep.extra["status"] == "finished"
+    assert errors(rep) and errors(rep)[0].category == "nan-loss"
+
+
+def test_oom_quoted_in_a_userwarning_is_not_fatal():
+    rep = llmtriage.analyze(FIX / "healthy" / "fsdp-clone-oom-userwarning-after-train.log")
+    oom = next(f for f in rep.findings if f.category == "cuda-oom")
+    assert oom.severity == "warning" and oom.judgement["context"] == "quoted-in-warning"
+    assert not errors(rep)
+
+
+def test_trainable_params_zero_outside_training_is_info():
+    rep = llmtriage.analyze(FIX / "healthy" / "chatglm-cli-demo-trainable-params-zero.log")
+    f = next(f for f in rep.findings if f.category == "no-grad")
+    assert f.severity == "info" and f.judgement["context"] == "not-a-training-run"
+    # the same summary line in a training run stays an error
+    rep2 = run(f.evidence + "\n***** Running training *****\n")
+    assert errors(rep2) and errors(rep2)[0].category == "no-grad"
+
+
+def test_retried_error_followed_by_progress_is_survived():
+    rep = llmtriage.analyze(FIX / "healthy" / "inductor-autotune-oom-choice-ignored.log")
+    oom = next(f for f in rep.findings if f.category == "cuda-oom")
+    assert oom.severity == "warning" and oom.judgement["context"] == "recovered"
+    # the same OOM with nothing after it is fatal
+    head = (FIX / "healthy" / "inductor-autotune-oom-choice-ignored.log").read_text().split("AUTOTUNE mm(8192x14336")[0]
+    cut = "\n".join(line for line in head.splitlines() if "Ignoring this choice" not in line) + "\n"
+    assert errors(run(cut))[0].category == "cuda-oom"
+
+
+# ------------------------------------------------------------------ the unknown finding yields
+
+def test_warning_cause_of_the_same_process_beats_an_unmatched_exception():
+    rep = llmtriage.analyze(FIX / "seq-too-long" / "tokenizer-warning-then-unmatched-reshape-crash.log")
+    top = errors(rep)[0]
+    assert top.category == "seq-too-long" and top.judgement["context"] == "explains-death"
+    assert [f.rule_id for f in errors(rep)][1] == "unknown"
+
+
+def test_death_report_exception_is_a_symptom_of_an_earlier_signature():
+    rep = llmtriage.analyze(FIX / "nccl-timeout" / "verl-actor-died-after-watchdog.log")
+    assert errors(rep)[0].category == "nccl-timeout"
+    unknown = next(f for f in rep.findings if f.rule_id == "unknown")
+    assert unknown.role == "symptom" and "ActorDiedError" in unknown.evidence
+
+
+def test_unknown_still_wins_when_nothing_recognised_explains_it():
+    rep = run(TRAIN_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+              "ValueError: reward function returned a list of length 3, expected 8\n")
+    assert errors(rep)[0].rule_id == "unknown"
+
+
+# ------------------------------------------------------------------ actions
+
+def test_every_category_has_an_action_and_reasons_in_both_languages():
+    taxonomy = yaml.safe_load((ROOT / "rules" / "taxonomy.yaml").read_text(encoding="utf-8"))["categories"]
+    cats = action_spec()["categories"]
+    assert set(cats) == set(taxonomy)
+    for name, entry in cats.items():
+        assert entry["action"] in ACTIONS, name
+        assert entry["en"] and entry["zh"] and entry["en"] != entry["zh"], name
+    for o in action_spec()["overrides"]:
+        assert o["action"] in ACTIONS and o["reason"]["en"] and o["reason"]["zh"], o["id"]
+        assert not set(o.get("categories", ())) - set(taxonomy), o["id"]
+    names = {m["name"] for m in verdict_spec()["markers"]}
+    for o in action_spec()["overrides"]:
+        assert not set(o.get("seen", ())) - names, o["id"]
+
+
+def test_category_defaults():
+    assert errors(run(TRAIN_HEAD + OOM_TB))[0].action == "fix"
+    rep = run("OSError: [Errno 98] Address already in use\nRuntimeError: The server socket has failed to listen on any "
+              "local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
+    assert rep.extra["action"] == "retry"
+
+
+def test_overrides_from_context():
+    slurm = "slurmstepd: error: *** JOB 4242 ON gpu-a07 CANCELLED AT 2024-06-01T03:00:12 DUE TO TIME LIMIT ***\n"
+    rep = run(TRAIN_HEAD + slurm)
+    assert errors(rep)[0].category == "scheduler-kill" and rep.extra["action"] == "fix"
+    assert "time limit" in rep.extra["action_reason"]
+    preempt = slurm.replace("TIME LIMIT", "PREEMPTION")
+    assert run(TRAIN_HEAD + preempt).extra["action"] == "retry"
+    xid = ("[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+           "[Thu May  2 22:14:30 2024] NVRM: Xid (PCI:0000:9d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+    assert run(xid).extra["action"] == "replace-node"
+    alone = run("[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert errors(alone)[0].category == "gpu-hardware-fault" and alone.extra["action"] == "fix"
+
+
+def test_rule_declared_action_wins_over_the_category_default():
+    rs = llmtriage.load_rules()
+    rule = dict(rs.by_id["torch-cuda-oom"], action="retry")
+    f = Finding(rule_id=rule["id"], category="cuda-oom", severity="error", title="t", message="m", line=1, evidence="e")
+    assert action_for(f, set(), None, {rule["id"]: rule}) == ("retry", action_spec()["generic"]["retry"]["en"])
+    assert action_for(f, set(), None, {})[0] == "fix"
+
+
+def test_json_carries_status_action_and_judgement():
+    rep = run(TRAIN_HEAD + OOM_TB)
+    out = io.StringIO()
+    render_json([rep], out)
+    d = json.loads(out.getvalue())["reports"][0]
+    assert d["status"] == "crashed" and d["death"]["line"] == 7
+    assert d["action"] == "fix" and d["action_reason"]
+    assert {"action", "action_reason", "judgement"} <= set(d["findings"][0])
+    healthy = llmtriage.analyze(FIX / "healthy" / "vllm-serve-benign.log").to_dict()
+    assert healthy["action"] == "none" and healthy["status"] in ("running", "finished")
+
+
+@pytest.mark.parametrize("lang,label,word", [(None, "Next: fix — ", "crashed"), ("zh", "下一步：先修复 — ", "已崩溃")])
+def test_human_next_line(lang, label, word):
+    rep = run(TRAIN_HEAD + OOM_TB, lang=lang)
+    out = io.StringIO()
+    render_human([rep], out, lang=lang)
+    text = out.getvalue()
+    assert word in text.splitlines()[0]
+    nxt = [line for line in text.splitlines() if label in line]
+    assert len(nxt) == 1 and rep.findings[0].action_reason in nxt[0]
+
+
+def test_kb_page_shows_the_default_action():
+    from llmtriage.kb import render_rule_text, rule_page
+
+    rs = llmtriage.load_rules()
+    page = rule_page(rs, rs.by_id["slurm-job-cancelled"])
+    assert page["action"]["action"] == "retry"
+    assert "Next: retry — " in render_rule_text(page)
