@@ -232,28 +232,29 @@ ckpt = os.environ.get("CKPT")
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 start, stop = 0, [False]
+w = torch.zeros(4)
 if ckpt and os.path.exists(ckpt):
-    start = json.load(open(ckpt))["step"]
-    print(f"[rank{{rank}}] resuming from checkpoint at step {{start}}", flush=True)
+    state = json.load(open(ckpt))
+    start, w = state["step"], torch.tensor(state["w"])
+    print(f"[rank{rank}] resuming from checkpoint at step {start}", flush=True)
 if ckpt:
     signal.signal(signal.SIGTERM, lambda *a: stop.__setitem__(0, True))
-w = torch.zeros(4)
 for step in range(start + 1, STEPS + 1):
     g = torch.ones(4) * (rank + 1)
     dist.all_reduce(g)
     w -= 0.01 * g
-    print(f"[rank{{rank}}] step {{step}}/{{STEPS}} loss {{float(w.sum()):.4f}}", flush=True)
+    print(f"[rank{rank}] step {step}/{STEPS} loss {float(w.sum()):.4f}", flush=True)
     time.sleep(1.0)
     flag = torch.tensor([1.0 if stop[0] else 0.0])
     dist.all_reduce(flag)            # every rank stops at the same step
     if flag.item() > 0:
         if rank == 0:
-            json.dump({{"step": step}}, open(ckpt, "w"))
-            print(f"[rank0] SIGTERM: checkpoint saved at step {{step}}, exiting", flush=True)
+            json.dump({"step": step, "w": w.tolist()}, open(ckpt, "w"))
+            print(f"[rank0] SIGTERM: checkpoint saved at step {step}, exiting", flush=True)
         sys.exit(0)
 if rank == 0 and ckpt:
-    json.dump({{"step": STEPS, "done": True}}, open(ckpt, "w"))
-print(f"[rank{{rank}}] training finished", flush=True)
+    json.dump({"step": STEPS, "w": w.tolist(), "done": True}, open(ckpt, "w"))
+print(f"[rank{rank}] training finished", flush=True)
 dist.destroy_process_group()
 """
 
