@@ -27,6 +27,7 @@ MODULES = (
     "environment",
     "loss_suspicious",
     "data_corrupt",
+    "infra",
 )
 
 _CACHE: list = []
