@@ -86,7 +86,7 @@ def test_rows_equal_triage_and_job_per_input(tmp_path):
         top = rep.findings[0] if rep.findings else None
         assert r["category"] == (top.category if top else None), name
         assert r["rule_id"] == (top.rule_id if top else None) and r["line"] == (top.line if top else None)
-        assert r["status"] == ("failed" if rep.errors else "ok")
+        assert r["status"] == rep.extra["status"] and r["action"] == rep.extra["action"]
     assert "binary" in next(r["error"] for r in out if r["source"].endswith("core.log"))
 
 
@@ -126,8 +126,8 @@ def test_repeat_offenders_across_jobs_from_host_prefixes(tmp_path):
 
 def test_slurm_header_names_the_node_and_job(tmp_path):
     p = tmp_path / "slurm-5001.out"
-    p.write_text("slurmstepd: error: *** JOB 5001 ON gpu-node-11 CANCELLED AT 2026-12-01T10:00:00 DUE TO TIME LIMIT ***\n"
-                 + OOM)
+    # as Slurm writes it: the job's own error first, the banner when the step is torn down
+    p.write_text(OOM + "slurmstepd: error: *** JOB 5001 ON gpu-node-11 CANCELLED AT 2026-12-01T10:00:00 ***\n")
     r = triage_item({"source": str(p), "kind": "log"})
     assert r["node"] == "gpu-node-11" and r["job_id"] == "5001" and r["category"] == "cuda-oom"
 
