@@ -1,19 +1,21 @@
 """Discover, validate and cache rule files, locale overlays and the taxonomy (layer 1).
 
-The triage path only touches `load_ruleset()`, which returns plain data from a pickle cache
-keyed on every rule file's path, mtime and size. yaml, pydantic and the models are imported
+The triage path only touches `load_ruleset()`, which returns plain data from a JSON cache
+(`cachefile`: private folder, owner and mode checked, payload digest) keyed on every rule file's
+path, mtime and size, and refused unless it holds a rule for every rule file found. yaml, pydantic and the models are imported
 only on a cache miss or when validating.
 """
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from . import cachefile
 from .errors import RuleLoadError
 
 try:
@@ -21,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover - CPython builds always have it
     from hashlib import blake2b
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 VERIFIED_FILE = "verified.json"
 NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml"}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
@@ -105,11 +107,7 @@ def _fingerprint(paths: Iterable[Path]) -> str:
 
 
 def _cache_dir() -> Optional[Path]:
-    if os.environ.get("LLMTRIAGE_NO_CACHE"):
-        return None
-    base = os.environ.get("LLMTRIAGE_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return Path(base) / "llmtriage" if "LLMTRIAGE_CACHE_DIR" not in os.environ else Path(base)
+    return cachefile.cache_dir()
 
 
 # Set by the CLI: a cache miss validates the rules in a forked child, so yaml, pydantic and the
@@ -136,7 +134,7 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
             except RuleLoadError as exc:
                 payload = ("problems", exc.problems)
             with os.fdopen(w, "wb") as fh:
-                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                fh.write(json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         except BaseException:                          # noqa: BLE001 - the parent validates in-process
             code = 1
         finally:
@@ -147,10 +145,10 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return validate_dirs(dirs, builtin=builtin)    # anything odd in the child: the plain path
-    kind, value = pickle.loads(data)
+    kind, value = json.loads(data.decode("utf-8", "surrogatepass"))
     if kind == "problems":
         raise RuleLoadError(value)
-    return RuleSet(**value)
+    return _ruleset_from(value)
 
 
 def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache: bool = True,
@@ -161,8 +159,11 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         if not d.is_dir():
             raise RuleLoadError([f"{d}: rules directory not found"])
     files: list[Path] = []
+    rule_files: list[str] = []
     for d in dirs:
-        files += _rule_files(d)
+        found = _rule_files(d)
+        rule_files += map(str, found)
+        files += found
         files += [p for _, p in _locale_files(d)]
     tax = _taxonomy_path(dirs) if builtin else None
     if tax is not None and tax.exists():
@@ -174,33 +175,51 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
     if cache is not None:
         try:
             key = _fingerprint(files)
-            with open(cache / f"rules-{key}.pickle", "rb") as fh:
-                data = pickle.load(fh)
-            return RuleSet(**data)
-        except (OSError, EOFError, pickle.UnpicklingError, TypeError, AttributeError, ValueError):
-            pass
+        except OSError:
+            key = None
+    if key is not None:
+        ruleset = _read_cache(cache / f"rules-{key}.json", key, files, rule_files, dirs)
+        if ruleset is not None:
+            return ruleset
     ruleset = _validate_isolated(dirs, builtin) if ISOLATE_VALIDATION else validate_dirs(dirs, builtin=builtin)
     if cache is not None and key is not None:
-        write_cache(cache / f"rules-{key}.pickle", _ruleset_data(ruleset))
+        body = {"format": CACHE_FORMAT, "key": key, "sources": [str(p) for p in files], "data": _ruleset_data(ruleset)}
+        cachefile.write(cache / f"rules-{key}.json",
+                        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
     return ruleset
+
+
+def _read_cache(path: Path, key: str, files: list[Path], rule_files: list[str], dirs: list[Path]
+                ) -> Optional[RuleSet]:
+    """The cached RuleSet if the file is ours, intact, built from exactly `files`, with a rule for
+    every rule file (a planted or stale cache is refused and rebuilt, never trusted)."""
+    blob = cachefile.read(path)
+    if blob is None:
+        return None
+    try:
+        body = json.loads(blob.decode("utf-8", "surrogatepass"))
+        if (not isinstance(body, dict) or body.get("format") != CACHE_FORMAT or body.get("key") != key
+                or body.get("sources") != [str(p) for p in files]):
+            raise ValueError("stale")
+        ruleset = _ruleset_from(body["data"])
+        have = {r["file"] for r in ruleset.rules}
+        if not have.issuperset(rule_files) or list(ruleset.dirs) != [str(d) for d in dirs]:
+            raise ValueError("incomplete")
+        return ruleset
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        cachefile.remove(path)
+        return None
 
 
 def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
     """A RuleSet as plain data (the cache file, and what a validating child sends back)."""
-    return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": rs.dirs,
+    return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": list(rs.dirs),
             "verified": rs.verified}
 
 
-def write_cache(path: Path, data: Any) -> None:
-    """Pickle `data` to `path` atomically (temp file + rename); a cache that cannot be written is skipped."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+def _ruleset_from(data: dict[str, Any]) -> RuleSet:
+    return RuleSet(rules=list(data["rules"]), locales=dict(data["locales"]), taxonomy=dict(data["taxonomy"]),
+                   dirs=tuple(data["dirs"]), verified=dict(data["verified"]))
 
 
 # --------------------------------------------------------------------------- validation
