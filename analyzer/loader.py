@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from . import cachefile
+from . import cachefile, regexsafety
 from .errors import RuleLoadError
 
 try:
@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover - CPython builds always have it
 
 CACHE_FORMAT = 5
 VERIFIED_FILE = "verified.json"
-NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml"}   # data beside the rules, not rules
+SECRETS_FILE = "secrets.yaml"
+NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", SECRETS_FILE}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
@@ -42,6 +43,7 @@ class RuleSet:
     taxonomy: dict[str, str] = field(default_factory=dict)
     dirs: tuple[str, ...] = ()
     verified: dict[str, Any] = field(default_factory=dict)   # rules/verified.json "fixes" (by verify --record)
+    secrets: list[dict[str, Any]] = field(default_factory=list)  # rules/secrets.yaml (see redact.py)
 
     def __post_init__(self) -> None:
         self.by_id = {r["id"]: r for r in self.rules}
@@ -170,6 +172,7 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         files.append(tax)
     if builtin and (dirs[0] / VERIFIED_FILE).exists():
         files.append(dirs[0] / VERIFIED_FILE)
+    files.append(builtin_rules_dir() / SECRETS_FILE)
     cache = _cache_dir() if use_cache else None
     key = None
     if cache is not None:
@@ -214,25 +217,49 @@ def _read_cache(path: Path, key: str, files: list[Path], rule_files: list[str], 
 def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
     """A RuleSet as plain data (the cache file, and what a validating child sends back)."""
     return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": list(rs.dirs),
-            "verified": rs.verified}
+            "verified": rs.verified, "secrets": rs.secrets}
 
 
 def _ruleset_from(data: dict[str, Any]) -> RuleSet:
     return RuleSet(rules=list(data["rules"]), locales=dict(data["locales"]), taxonomy=dict(data["taxonomy"]),
-                   dirs=tuple(data["dirs"]), verified=dict(data["verified"]))
+                   dirs=tuple(data["dirs"]), verified=dict(data["verified"]), secrets=list(data["secrets"]))
 
 
 # --------------------------------------------------------------------------- validation
+
+MAX_RULE_FILE = 1 << 20       # bytes; a rule file is a page of YAML
+
+
+def read_rule_text(path: Path) -> str:
+    """A rule/locale/data file's text: a regular file (a FIFO, device or socket is refused without
+    blocking, a symlink to /dev/zero included) of at most MAX_RULE_FILE bytes, in UTF-8."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device, socket or a link to one)")
+        if st.st_size > MAX_RULE_FILE:
+            raise OSError(errno.EFBIG, f"too large ({st.st_size} bytes; a rule file may hold at most {MAX_RULE_FILE})")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_RULE_FILE + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RULE_FILE:
+        raise OSError(errno.EFBIG, f"too large (over {MAX_RULE_FILE} bytes)")
+    return data.decode("utf-8")
 
 def load_taxonomy(path: Path) -> dict[str, str]:
     from .yamlpos import YamlSyntaxError, compose
 
     try:
-        data, _ = compose(path.read_text(encoding="utf-8"))
+        data, _ = compose(read_rule_text(path))
     except YamlSyntaxError as exc:
         raise RuleLoadError([f"{path}:{exc.line}:{exc.col}: {exc.problem}"]) from None
-    except OSError as exc:
-        raise RuleLoadError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleLoadError([f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
     cats = data.get("categories") if isinstance(data, dict) else None
     if not isinstance(cats, dict) or not cats:
         raise RuleLoadError([f"{path}:1:1: taxonomy: expected a mapping 'categories:' of name -> description"])
@@ -272,7 +299,28 @@ def validate_dirs(dirs: list[Path], *, builtin: bool = True) -> RuleSet:
         raise RuleLoadError(problems)
     rules.sort(key=lambda r: r["id"])
     return RuleSet(rules=rules, locales=locales, taxonomy=taxonomy, dirs=tuple(str(d) for d in dirs),
-                   verified=load_verified(builtin_rules_dir() / VERIFIED_FILE))
+                   verified=load_verified(builtin_rules_dir() / VERIFIED_FILE),
+                   secrets=load_secrets(builtin_rules_dir() / SECRETS_FILE))
+
+
+def load_secrets(path: Path) -> list[dict[str, Any]]:
+    """The credential catalogue, rules/secrets.yaml (a list under `secrets:`), checked entry by entry."""
+    from .redact import check_entry
+    from .yamlpos import YamlSyntaxError, compose
+
+    try:
+        data, _ = compose(read_rule_text(path))
+    except YamlSyntaxError as exc:
+        raise RuleLoadError([f"{path}:{exc.line}:{exc.col}: {exc.problem}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleLoadError([f"{path}: cannot read: {exc}"]) from None
+    entries = data.get("secrets") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise RuleLoadError([f"{path}:1:1: expected a list 'secrets:' of credential patterns"])
+    problems = [f"{path}: secrets[{i}]: {err}" for i, e in enumerate(entries) for err in [check_entry(e)] if err]
+    if problems:
+        raise RuleLoadError(problems)
+    return [dict(e) for e in entries]
 
 
 def load_verified(path: Path) -> dict[str, Any]:
@@ -361,7 +409,7 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tupl
     from .yamlpos import YamlSyntaxError, compose, locate, scalar_style
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_rule_text(path)
     except UnicodeDecodeError as exc:
         return None, [_fmt(path, 1, 1, None, "", f"not UTF-8 ({exc.reason} at byte {exc.start})")]
     except OSError as exc:
@@ -445,11 +493,11 @@ def validate_locale_file(path: Path, rules: dict[str, dict[str, Any]]) -> tuple[
     from .yamlpos import YamlSyntaxError, compose, locate
 
     try:
-        data, node = compose(path.read_text(encoding="utf-8"))
+        data, node = compose(read_rule_text(path))
     except YamlSyntaxError as exc:
         return None, [_fmt(path, exc.line, exc.col, None, "", exc.problem)]
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [_fmt(path, 1, 1, None, "", f"cannot read: {exc}")]
+        return None, [_fmt(path, 1, 1, None, "", f"cannot read: {getattr(exc, 'strerror', None) or exc}")]
     rid = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
     if not isinstance(data, dict):
         return None, [_fmt(path, 1, 1, None, "", "a locale file must be a YAML mapping")]
@@ -554,6 +602,15 @@ def check_regex(pattern: str) -> Optional[str]:
         return f"not in the RE2 subset ({msg}); no look-around, backreferences or possessive quantifiers"
     if _nested_quantifier(pattern):
         return "nested unbounded quantifiers (e.g. '(a+)+') can backtrack catastrophically; bound the inner or outer one"
+    why = regexsafety.blowup(pattern)
+    if why:
+        return why
+    for probe in regexsafety.pump_probes(pattern):
+        try:
+            compiled.search(probe, timeout=REGEX_BUDGET_S)
+        except TimeoutError:
+            return (f"can backtrack exponentially: too slow on {probe[:8]!r}... x{len(probe)} (over {REGEX_BUDGET_S}s); "
+                    "make alternatives under a repeat start differently (not '(x|xx)+'), or bound the repeat")
     if compiled.search(""):
         return "matches the empty string, so it would hit every line"
     for probe in _adversarial_inputs():

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Optional
 
 from .findings import ExceptionInfo, Finding, Report
+from . import redact as _redact
+from .regexsafety import bounded_compile
 from .logparse import (BENIGN_EXC, EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
                        normalise_text, split_prefix)
 
@@ -145,6 +147,8 @@ class Engine:
         self.observers = default_observers() if observers is None else observers
         self.lang = lang
         self.rules = [r for r in ruleset.rules if r["id"] not in disabled and r.get("status") != "deprecated"]
+        if getattr(ruleset, "secrets", None):
+            _redact.install(ruleset.secrets)      # the credential catalogue every renderer masks with
         if mode == "auto":
             mode = "re2" if _re2 is not None else "python"
         if mode == "re2" and _re2 is None:
@@ -228,13 +232,13 @@ class Engine:
         """The exact pattern in stdlib `re` (python/reference modes, and a scan that left the Set)."""
         c = self._bytes_re.get(pi)
         if c is None:
-            c = self._bytes_re[pi] = re.compile(("(?m)" + self.patterns[pi]).encode())
+            c = self._bytes_re[pi] = bounded_compile(("(?m)" + self.patterns[pi]).encode())
         return c
 
     def _not_patterns(self, ri: int) -> list[Any]:
         c = self._not_re.get(ri)
         if c is None:
-            c = [re.compile(p["regex"].encode()) for p in self.rules[ri]["match"]["not"]]
+            c = [bounded_compile(p["regex"].encode()) for p in self.rules[ri]["match"]["not"]]
             self._not_re[ri] = c
         return c
 
@@ -530,7 +534,7 @@ class Engine:
                 rank = int(caps["rank"])
             out.append(Finding(
                 rule_id=rule["id"], category=rule["category"], severity=rule["severity"], title=text["title"],
-                message=render_template(text["message"], caps), line=st.first_line, evidence=pre.text.strip()[:2000],
+                message=render_template(text["message"], caps), line=st.first_line, evidence=_redact.clip(pre.text.strip(), 2000),
                 rank=rank, count=st.count, captures=caps, cause=text["explain"]["why"],
                 explanation=text["explain"]["what"], fixes=[self._fix(f) for f in text["fixes"]], role=rule["role"],
                 confidence=rule["confidence"], priority=rule["priority"], last_line=st.last_line,
@@ -558,7 +562,7 @@ class Engine:
         title = (("未识别的错误：" if zh else "Unrecognised error: ") + exc.type)[:90]
         return Finding(
             rule_id="unknown", category="unknown", severity="warning" if benign else "error",
-            title=title, message=exc.headline[:500] + where, line=exc.line, evidence=exc.headline[:2000],
+            title=title, message=_redact.clip(exc.headline, 500) + where, line=exc.line, evidence=_redact.clip(exc.headline, 2000),
             rank=exc.rank, captures={"type": exc.type}, role="cause", confidence="low", priority=0,
             cause=("没有已知规则匹配这条异常；以上是日志中的最后一个异常。" if zh else
                    "No known signature matched; this is the headline exception of the log."),

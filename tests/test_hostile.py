@@ -1,0 +1,241 @@
+"""Hostile inputs (issue 13): one case per item, property tests where a class of inputs applies."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmtriage import loader
+from llmtriage.findings import ExceptionInfo, Finding, Frame, Report
+from llmtriage.redact import clip, neutralise, redact
+from llmtriage.render import get_renderer
+
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "llmtriage", *args], capture_output=True, env=e,
+                          timeout=timeout, **kw)
+
+
+# --------------------------------------------------------------------------- 1. rule cache
+
+
+def _warm(tmp_path: Path, env_cache: Path):
+    log = tmp_path / "oom.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    return run_cli("--format", "json", str(log), env={"LLMTRIAGE_CACHE_DIR": str(env_cache)})
+
+
+def test_cache_is_json_private_and_never_pickle(tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    old = os.umask(0)
+    try:
+        r = _warm(tmp_path, cache)
+    finally:
+        os.umask(old)
+    assert r.returncode == 1 and b'"cuda-oom"' in r.stdout
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700          # whatever the umask
+    files = list(cache.glob("rules-*.json"))
+    assert files and not list(cache.glob("*.pickle"))
+    assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    head, _, body = files[0].read_bytes().partition(b"\n")
+    assert head.startswith(b"llmtriage-cache")
+    assert json.loads(body)["data"]["rules"]                    # plain JSON data
+
+
+def test_planted_or_tampered_cache_is_refused_and_rebuilt(tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    assert _warm(tmp_path, cache).returncode == 1
+    path = next(cache.glob("rules-*.json"))
+    good = path.read_bytes()
+    head, _, body = good.partition(b"\n")
+    data = json.loads(body)
+    data["data"]["rules"] = []                                  # "a well-formed cache with no rules"
+    forged = json.dumps(data).encode()
+    from llmtriage.cachefile import MAGIC, digest
+
+    for blob in (MAGIC + digest(forged).encode() + b"\n" + forged,     # right digest, no rules
+                 head + b"\n" + body.replace(b"cuda-oom", b"cuda-xxx"),  # wrong digest
+                 b"\x80\x04\x95garbage pickle"):
+        path.write_bytes(blob)
+        r = _warm(tmp_path, cache)
+        assert r.returncode == 1 and b'"cuda-oom"' in r.stdout, blob[:40]
+    # writable by others: refused, and rebuilt as a private file
+    path.chmod(0o666)
+    r = _warm(tmp_path, cache)
+    assert b'"cuda-oom"' in r.stdout
+    assert stat.S_IMODE(next(cache.glob("rules-*.json")).stat().st_mode) == 0o600
+    if os.getuid() == 0:                                       # owned by someone else: never read
+        path = next(cache.glob("rules-*.json"))
+        path.write_bytes(MAGIC + digest(forged).encode() + b"\n" + forged)
+        os.chown(path, 12345, 12345)
+        r = _warm(tmp_path, cache)
+        assert b'"cuda-oom"' in r.stdout
+
+
+def test_no_pickle_in_cache_code() -> None:
+    src = Path(loader.__file__).parent
+    for name in ("loader.py", "cachefile.py", "hsengine.py"):
+        assert "pickle" not in (src / name).read_text().replace("never pickle", "").replace("not pickle", "")
+
+
+# --------------------------------------------------------------------------- 2. credentials
+
+SECRETS = {
+    "aws-env": ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMIK7MDENG"),
+    "aws-yaml": ("aws_secret_access_key: wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY", "bPxRfiCYEXAMPLE"),
+    "auth-dict": ("{'Authorization': 'Bearer abcDEF123456ghiJKL789'}", "abcDEF123456"),
+    "url-user-token": ("https://ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789@github.com/o/r.git", "AbCdEfGhIjKlMnOp"),
+    "postgres-url": ("postgresql://admin:S3cr3tPassw0rd@db.internal:5432/runs", "S3cr3tPassw0rd"),
+    "redis-url": ("redis://:r3disPassw0rdXyz@cache:6379/0", "r3disPassw0rd"),
+    "json-password": ('{"user": "a", "password": "hunter2hunter2"}', "hunter2hunter2"),
+    "json-token": ('{"token": "tok_abcdefghijklmnop"}', "tok_abcdefghij"),
+    "wandb": ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123"),
+    "hf": ("token hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 rejected", "AbCdEfGhIjKlMnOpQrSt"),
+    "openai": ("Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUvWx", "AbCdEfGhIjKlMnOpQrSt"),
+}
+FORMATS = ("human", "json", "sarif", "github")
+
+
+def _report_with(secret: str) -> Report:
+    frame = Frame(file=f"/home/u/{secret}/train.py", line=3, function="main", code=f"login({secret})")
+    exc = ExceptionInfo(type="RuntimeError", message=f"failed: {secret}", line=9, frames=[frame],
+                        user_frame=frame, chain=[f"ValueError: {secret}"], cpp_frames=[secret])
+    pad = "x" * 290                                              # the secret straddles every cut
+    f = Finding(rule_id="r", category="unknown", severity="error", title="t", message=f"{pad}{secret}",
+                line=9, evidence=f"{pad} {secret} " + "y" * 3000, captures={"url": secret}, location=frame)
+    return Report(source="job.log", findings=[f], exception=exc, extra={"note": secret})
+
+
+@pytest.mark.parametrize("form", sorted(SECRETS))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_credentials_never_reach_output(form: str, fmt: str) -> None:
+    text, core = SECRETS[form]
+    buf = io.StringIO()
+    get_renderer(fmt)([_report_with(text)], buf, color=False, lang=None, verbose=True, top=None)
+    out = buf.getvalue()
+    assert core not in out and core[:10] not in out, (form, fmt)
+
+
+def test_credentials_masked_end_to_end_in_every_format(tmp_path: Path) -> None:
+    line = " ".join(t for t, _ in SECRETS.values())
+    log = tmp_path / "leak.log"
+    log.write_text("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                   f"    main({SECRETS['json-token'][0]})\nRuntimeError: {line}\n")
+    for fmt in FORMATS:
+        r = run_cli("--format", fmt, "-v", str(log), env={"LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")})
+        assert r.returncode == 1, r.stderr
+        out = r.stdout.decode()
+        for form, (_, core) in SECRETS.items():
+            assert core[:10] not in out, (fmt, form)
+
+
+_TOKEN = st.sampled_from(["hf_", "ghp_", "sk-proj-", "glpat-"]).flatmap(
+    lambda p: st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", min_size=36, max_size=40)
+    .map(lambda body: p + body))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=st.text(" abc=:/", max_size=400), token=_TOKEN, after=st.text(" xyz", max_size=50),
+       cut=st.integers(0, 500))
+def test_mask_before_truncation_never_leaves_half_a_secret(before: str, token: str, after: str, cut: int) -> None:
+    out = clip(before + " " + token + after, cut)
+    body = token.split("_", 1)[-1].split("-")[-1]
+    for i in range(0, len(body) - 6):
+        assert body[i:i + 6] not in out
+
+
+def test_secret_cut_upstream_is_masked() -> None:
+    cut = "upload to https://ghp_AbCdEfGhIjKl"
+    assert "AbCdEf" not in redact(cut, cut=True)
+    assert "AbCdEf" not in redact("HF token hf_AbCdEfGhIj", cut=True)
+    # ordinary words that look like prefixes stay readable when nothing was cut
+    assert redact("from huggingface_hub import hf_hub_download") == "from huggingface_hub import hf_hub_download"
+    assert redact("max_new_tokens=512 pad_token_id=0") == "max_new_tokens=512 pad_token_id=0"
+
+
+# --------------------------------------------------------------------------- 3. time bounds
+
+
+def test_exponential_pattern_rejected_by_validate() -> None:
+    for pat in ("(x|xx)+y", "(a+)+b", "(?:ab|a)+c"):
+        assert loader.check_regex(pat), pat
+    assert loader.check_regex(r"(?i)error: (?:cuda|nccl) failed") is None
+
+
+@pytest.mark.parametrize("mode", ["python", "re2", "reference"])
+def test_backtracking_not_pattern_is_time_bounded(ruleset, mode: str) -> None:
+    from llmtriage.matcher import Engine
+
+    rule = dict(ruleset.by_id["torch-cuda-oom"])
+    rule["match"] = dict(rule["match"], **{"not": [{"name": "evil", "regex": "(x|xx)+y"}]})
+    rs = loader.RuleSet(rules=[rule], taxonomy=ruleset.taxonomy, secrets=ruleset.secrets)
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB " + "x" * 40 + "\n"
+    eng = Engine(rs, mode=mode)
+    t = time.perf_counter()
+    rep = eng.scan(io.BytesIO(line.encode()))
+    assert time.perf_counter() - t < 5                           # unbounded: ~26 s, growing 1.6x per x
+    assert [f.rule_id for f in rep.findings] == ["torch-cuda-oom"]
+
+
+# --------------------------------------------------------------------------- 4. terminal safety
+
+CONTROLS = "\x1bc \x1b(0 \x1b)B \u009b31m \x07 \x08\x08 \x1b]0;pwned\x07 \x0e \x0f \x00 \x7f \u009d8;;x\u009c"
+
+
+@pytest.mark.parametrize("fmt", ["human", "github"])
+def test_control_sequences_neutralised(fmt: str) -> None:
+    rep = _report_with("plain")
+    rep.findings[0].evidence = "boom " + CONTROLS
+    rep.findings[0].message = CONTROLS
+    rep.exception.message = CONTROLS
+    rep.source = "job\x1b[2J.log"
+    buf = io.StringIO()
+    get_renderer(fmt)([rep], buf, color=False, lang=None, verbose=True, top=None)
+    bad = [c for c in buf.getvalue() if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+    assert not bad, [hex(ord(c)) for c in bad]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(max_codepoint=0x2FF)))
+def test_neutralise_leaves_no_control_character(text: str) -> None:
+    out = neutralise(text)
+    assert not [c for c in out if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+
+
+# --------------------------------------------------------------------------- 8. rule files
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("kind", ["fifo", "devzero", "huge"])
+def test_hostile_rule_files_fail_fast(tmp_path: Path, kind: str) -> None:
+    d = tmp_path / "rules" / "cuda-oom"
+    d.mkdir(parents=True)
+    p = d / "evil.yaml"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "devzero":
+        p.symlink_to("/dev/zero")
+    else:
+        p.write_text("id: evil\n" + "# pad\n" * (300_000))
+    log = tmp_path / "x.log"
+    log.write_text("hello\n")
+    t = time.perf_counter()
+    r = run_cli("--rules", str(tmp_path / "rules"), str(log), env={"LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")},
+                timeout=60)
+    assert time.perf_counter() - t < 30
+    assert r.returncode == 2
+    err = r.stderr.decode().strip()
+    first = err.splitlines()[0]                 # the problem, then the usual "1 rule file problem found"
+    assert "evil.yaml" in first and len(err.splitlines()) <= 2 and "Traceback" not in err, err
