@@ -9,7 +9,8 @@ import click
 
 from .cli import detect_lang, use_color
 from .errors import EXIT_FINDINGS, EXIT_OK
-from .render import _SEV, _Style, redact, redact_obj
+from .redact import SafeWriter, safe_data
+from .render import _SEV, _Style, redact
 
 _L = {
     "en": {"job": "job", "logs": "logs", "first": "first failing rank", "root": "Root cause", "cascade": "Cascade",
@@ -193,8 +194,8 @@ def _emit(res: Any, fmt: str, render_human: Any, no_color: bool, lang: Any) -> N
     """Print a job/diff result as redacted JSON or through its human renderer."""
     out = click.get_text_stream("stdout")
     if fmt == "json":
-        json.dump(redact_obj(res.to_dict()), out, ensure_ascii=False, indent=2)
+        json.dump(safe_data(res.to_dict()), out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        render_human(res, out, color=use_color(no_color, out), lang=lang)
+        render_human(res, SafeWriter(out), color=use_color(no_color, out), lang=lang)
     out.flush()

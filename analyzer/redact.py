@@ -123,9 +123,19 @@ _LOG_FIELDS = {
 }
 
 
+def printable(text: str) -> str:
+    """`text` writable as UTF-8: a lone surrogate (a file name that is not UTF-8, read with
+    surrogateescape) becomes the escape `\\udce9` instead of failing the whole output."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _clean(value: Any, terminal: bool) -> Any:
     if isinstance(value, str):
-        value = redact(value)
+        value = printable(redact(value))
         return neutralise(value) if terminal else value
     if isinstance(value, list):
         return [_clean(v, terminal) for v in value]
@@ -143,6 +153,34 @@ def safe_reports(reports: list[Any], *, terminal: bool) -> list[Any]:
     """Copies of `reports` fit to print: credentials masked in every field that holds log text, and
     with `terminal` (human and GitHub output) control characters neutralised."""
     return [_clean(r, terminal) for r in reports]
+
+
+def safe_data(obj: Any, *, terminal: bool = False) -> Any:
+    """A JSON-like object (or report dataclasses) with the same treatment as `safe_reports`."""
+    return _clean(obj, terminal)
+
+
+_SGR = re.compile("\x1b\\[[0-9;]{0,32}m")
+
+
+class SafeWriter:
+    """A text stream for renderers that write log text directly (job, diff): each write has its
+    credentials masked, its control characters neutralised except colour (SGR) codes, and lone
+    surrogates escaped."""
+
+    def __init__(self, out: Any):
+        self._out = out
+
+    def write(self, text: str) -> int:
+        parts = _SGR.split(text)
+        codes = _SGR.findall(text)
+        safe = neutralise(redact(parts[0]))
+        for code, part in zip(codes, parts[1:]):
+            safe += code + neutralise(redact(part))
+        return self._out.write(printable(safe))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def catalogue_ids() -> list[str]:
