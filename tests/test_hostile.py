@@ -333,3 +333,62 @@ def test_std_stream_problems_give_one_line(tmp_path: Path, case: str) -> None:
     err = r.stderr.decode().strip()
     assert r.returncode == 2, err
     assert len(err.splitlines()) == 1 and "internal error" not in err and "Traceback" not in err, err
+
+
+# --------------------------------------------------------------------------- 5-6. frames and chains
+
+
+def _feed(lines: list[str]):
+    from llmtriage.logparse import TracebackParser
+
+    p = TracebackParser()
+    for i, line in enumerate(lines, 1):
+        p.feed(i, line)
+    return p
+
+
+def test_frames_kept_per_report_not_per_exception() -> None:
+    from llmtriage.logparse import FRAMES_KEEP
+
+    lines: list[str] = []
+    for i in range(600):
+        lines.append("Traceback (most recent call last):")
+        for j in range(50):
+            lines += [f'  File "/x/lib{j}.py", line {j}, in f{j}', f"    call_{j}(a, b)"]
+        lines += [f"ValueError: bad {i}", ""]
+    p = _feed(lines)
+    kept = sum(len(e.frames) for e in p.exceptions)
+    assert kept <= FRAMES_KEEP * 50
+    assert len(p.exceptions[-1].frames) == 50 and p.exceptions[0].user_frame is not None
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 400))
+def test_chain_bounded_first_and_last_with_count(n: int) -> None:
+    from llmtriage.logparse import CHAIN_KEEP
+
+    lines: list[str] = []
+    for i in range(n):
+        lines += ["Traceback (most recent call last):", '  File "t.py", line 1, in f', f"ValueError: v{i}", "",
+                  "During handling of the above exception, another exception occurred:", ""]
+    lines += ["Traceback (most recent call last):", '  File "t.py", line 1, in g', "RuntimeError: last"]
+    exc = _feed(lines).headline()
+    heads = [f"ValueError: v{i}" for i in range(n)]
+    want = heads if n <= 2 * CHAIN_KEEP else heads[:CHAIN_KEEP] + heads[-CHAIN_KEEP:]
+    assert exc.type == "RuntimeError" and exc.chain == want
+    assert exc.chain_omitted == max(0, n - 2 * CHAIN_KEEP)
+    assert exc.to_dict()["chain_omitted"] == exc.chain_omitted
+
+
+def test_long_chain_parses_in_linear_time() -> None:
+    def run(n: int) -> float:
+        lines: list[str] = []
+        for i in range(n):
+            lines += ["Traceback (most recent call last):", '  File "t.py", line 1, in f', f"ValueError: v{i}", "",
+                      "During handling of the above exception, another exception occurred:", ""]
+        t = time.perf_counter()
+        _feed(lines)
+        return time.perf_counter() - t
+
+    small, big = min(run(5000) for _ in range(2)), min(run(40000) for _ in range(2))
+    assert big < small * 8 * 3          # 8x the input: linear is ~8x, the old quadratic chain ~64x
