@@ -392,3 +392,63 @@ def test_long_chain_parses_in_linear_time() -> None:
 
     small, big = min(run(5000) for _ in range(2)), min(run(40000) for _ in range(2))
     assert big < small * 8 * 3          # 8x the input: linear is ~8x, the old quadratic chain ~64x
+
+
+# --------------------------------------------------------------------------- 7. diff tables
+
+
+def test_diff_flag_tables_bounded_and_say_so(tmp_path: Path) -> None:
+    from llmtriage import jobs
+
+    bad = tmp_path / "bad.log"
+    with bad.open("w") as fh:
+        for i in range(jobs.MAX_ARGS // 4 + 50):
+            fh.write("python train.py " + " ".join(f"--f{i}x{j}={'v' * 500}" for j in range(8)) + "\n")
+        fh.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    good = tmp_path / "good.log"
+    good.write_text("python train.py --lr=1e-4\nstep 1 loss 2.0\n")
+    prof = jobs.profile_run(bad)
+    assert len(prof.args) == jobs.MAX_ARGS and prof.dropped["args"] > 0
+    assert max(len(v) for v in prof.args.values()) <= jobs.MAX_ARG_LEN
+    res = jobs.diff_runs(str(good), str(bad))
+    assert res.to_dict()["diff"]["truncated"]["bad"]["args"] == prof.dropped["args"]
+    r = run_cli("diff", str(good), str(bad), env={"LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")})
+    assert b"not every entry kept" in r.stdout
+
+
+# --------------------------------------------------------------------------- 12. copytruncate
+
+
+def test_watch_sees_copytruncate_that_regrew_past_the_offset(tmp_path: Path, engine) -> None:
+    from llmtriage.watch import Follower
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i} loss 2.0 lr 1e-4\n" for i in range(200)))
+    fol = Follower(str(log), engine)
+    assert not [e for e in fol.poll() if e.kind == "finding"]
+    ino = log.stat().st_ino
+    with log.open("r+") as fh:                         # copytruncate: same inode, emptied, then regrown
+        fh.truncate(0)
+        fh.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                 + "".join(f"restart step {i} ok\n" for i in range(400)))
+    assert log.stat().st_ino == ino and log.stat().st_size > fol.pos
+    events = fol.poll()
+    kinds = [e.kind for e in events]
+    assert "truncated" in kinds
+    found = [e.finding for e in events if e.kind == "finding"]
+    assert found and found[0].rule_id == "torch-cuda-oom" and found[0].line == 1
+    fol.close()
+
+
+def test_watch_append_is_not_a_truncation(tmp_path: Path, engine) -> None:
+    from llmtriage.watch import Follower
+
+    log = tmp_path / "train.log"
+    log.write_text("step 1 loss 2.0\n")
+    fol = Follower(str(log), engine)
+    fol.poll()
+    for i in range(5):
+        with log.open("a") as fh:
+            fh.write(f"step {i + 2} loss 2.0\n")
+        assert "truncated" not in [e.kind for e in fol.poll()]
+    fol.close()
