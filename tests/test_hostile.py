@@ -452,3 +452,59 @@ def test_watch_append_is_not_a_truncation(tmp_path: Path, engine) -> None:
             fh.write(f"step {i + 2} loss 2.0\n")
         assert "truncated" not in [e.kind for e in fol.poll()]
     fol.close()
+
+
+# --------------------------------------------------------------------------- 13. run wrapper
+
+OOM_SH = "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes and signals")
+def test_run_survives_closed_stdout_and_still_diagnoses(tmp_path: Path) -> None:
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
+    script = f"for i in $(seq 1 20000); do echo line $i; done; {OOM_SH}"
+    p = subprocess.Popen([sys.executable, "-m", "llmtriage", "run", "--", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert p.stdout.readline().startswith(b"line 1")
+    p.stdout.close()                                       # `| head -1`
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1, err                    # the job's status, not SIGPIPE's
+    assert "torch-cuda-oom" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+def test_run_grandchild_writing_after_exit_prints_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
+    script = "(for i in $(seq 1 70); do echo late $i; sleep 0.1; done) & echo 'RuntimeError: boom'; exit 1"
+    r = subprocess.run([sys.executable, "-m", "llmtriage", "run", "--", "sh", "-c", script], capture_output=True,
+                       env=env, timeout=120)
+    assert r.returncode == 1
+    assert b"Traceback" not in r.stderr and b"closed file" not in r.stderr
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_run_child_dies_with_a_killed_wrapper(tmp_path: Path) -> None:
+    import signal
+
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
+    pidfile = tmp_path / "pid"
+    w = subprocess.Popen([sys.executable, "-m", "llmtriage", "run", "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 300"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 60
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    assert _state(child) not in ("gone", "Z")
+    w.send_signal(signal.SIGKILL)
+    w.wait()
+    deadline = time.time() + 10
+    while _state(child) not in ("gone", "Z") and time.time() < deadline:
+        time.sleep(0.1)
+    assert _state(child) in ("gone", "Z")
