@@ -62,6 +62,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 _BOUNDED = re.compile(r"(?<!\\)\{(\d+),(\d+)\}")
+_SF_TOKEN = re.compile(r"\\.|\[\^?\]?|\]", re.S)
 
 
 def relax_bounds(pattern: str, limit: int = 8) -> str:
@@ -82,31 +83,32 @@ def set_form(pattern: str) -> tuple[str, bool]:
     Inexact entries are confirmed line by line (Engine._exact)."""
     out: list[str] = []
     exact = pattern.isascii()
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            e = pattern[i + 1]
+    in_class = False
+    last = 0
+    # Only escapes, "[" (with a leading "^" and "]" that belong to it) and "]" change anything:
+    # the text between them is copied in one piece (this runs for every pattern at start-up).
+    for m in _SF_TOKEN.finditer(pattern):
+        out.append(pattern[last:m.start()])
+        last = m.end()
+        tok = m.group()
+        if tok[0] == "\\":
+            e = tok[1]
             if e == "s":
                 out.append("\\s\\x0b" if in_class else "[\\s\\x0b]")
             elif e == "S" and not in_class:
                 out.append("[^\\s\\x0b]")
             else:
                 exact = exact and e != "S"
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if not in_class and c == "[":
-            j = i + 1
-            j += pattern.startswith("^", j)
-            j += pattern.startswith("]", j)     # a "]" right after "[" or "[^" is a member
-            out.append(pattern[i:j])
-            in_class, i = True, j
-            continue
-        if in_class and c == "]":
-            in_class = False
-        out.append(c)
-        i += 1
+                out.append(tok)
+        elif tok[0] == "[" and not in_class:
+            out.append(tok)
+            in_class = True
+        else:                       # "]", or a "[" (and what follows it) inside a class
+            for ch in tok:
+                if ch == "]" and in_class:
+                    in_class = False
+                out.append(ch)
+    out.append(pattern[last:])
     form = "".join(out)
     relaxed = relax_bounds(form)
     return relaxed, exact and relaxed == form
@@ -479,21 +481,15 @@ class Engine:
 
     # ---------------------------------------------------------------- findings
     def _py_regex(self, ri: int, ai: int) -> Any:
-        import regex
-
         key = (ri, ai)
         c = self._py_re.get(key)
         if c is None:
-            c = regex.compile(self.rules[ri]["match"]["any"][ai]["regex"])
-            self._py_re[key] = c
+            c = self._py_re[key] = _py_compile(self.rules[ri]["match"]["any"][ai]["regex"])
         return c
 
     def _captures(self, ri: int, text: str) -> dict[str, str]:
         for ai in range(len(self.rules[ri]["match"]["any"])):
-            try:
-                m = self._py_regex(ri, ai).search(text, timeout=REGEX_TIMEOUT_S)
-            except TimeoutError:
-                continue
+            m = self._py_regex(ri, ai).search(text)      # time-bounded (see regexsafety.bounded_compile)
             if m:
                 return {k: v for k, v in m.groupdict().items() if v is not None}
         return {}
@@ -522,8 +518,7 @@ class Engine:
                     break
                 seg = self._doc_seg.get(pi)
                 if seg is not None:
-                    m = _py_compile(self.patterns[pi]).search(
-                        split_prefix(normalise_text(decode_line(seg)[0])).text, timeout=REGEX_TIMEOUT_S)
+                    m = _py_compile(self.patterns[pi]).search(split_prefix(normalise_text(decode_line(seg)[0])).text)
                     if m:
                         for k, v in m.groupdict().items():
                             if v is not None:
@@ -705,11 +700,11 @@ def _compile_set(patterns: list[str], mem: int) -> tuple[Any, int]:
 
 
 def _py_compile(pattern: str) -> Any:
+    """`pattern` on text for captures: stdlib `re` when it cannot backtrack badly, else `regex`
+    under a timeout (a timeout reads as no match); `regex` is imported only for such patterns."""
     c = _PY_CACHE.get(pattern)
     if c is None:
-        import regex
-
-        c = _PY_CACHE[pattern] = regex.compile(pattern)
+        c = _PY_CACHE[pattern] = bounded_compile(pattern)
     return c
 
 

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre  # type: ignore[no-redef]
     from sre_constants import MAXREPEAT  # type: ignore[no-redef]
 
-TIMEOUT_S = 0.25
+TIMEOUT_S = 0.5
 _ALL = frozenset(range(256))
 _CATS = {
     "CATEGORY_DIGIT": frozenset(range(48, 58)),

@@ -508,3 +508,57 @@ def test_run_child_dies_with_a_killed_wrapper(tmp_path: Path) -> None:
     while _state(child) not in ("gone", "Z") and time.time() < deadline:
         time.sleep(0.1)
     assert _state(child) in ("gone", "Z")
+
+
+# --------------------------------------------------------------------------- 1. start-up: set_form
+
+
+def _set_form_reference(pattern: str) -> tuple[str, bool]:
+    """The character-by-character set_form this module's faster one replaced (the oracle)."""
+    from llmtriage.matcher import relax_bounds
+
+    out: list[str] = []
+    exact = pattern.isascii()
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e == "s":
+                out.append("\\s\\x0b" if in_class else "[\\s\\x0b]")
+            elif e == "S" and not in_class:
+                out.append("[^\\s\\x0b]")
+            else:
+                exact = exact and e != "S"
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if not in_class and c == "[":
+            j = i + 1
+            j += pattern.startswith("^", j)
+            j += pattern.startswith("]", j)
+            out.append(pattern[i:j])
+            in_class, i = True, j
+            continue
+        if in_class and c == "]":
+            in_class = False
+        out.append(c)
+        i += 1
+    form = "".join(out)
+    relaxed = relax_bounds(form)
+    return relaxed, exact and relaxed == form
+
+
+def test_set_form_same_as_reference_on_every_rule(ruleset) -> None:
+    from llmtriage.matcher import set_form
+
+    pats = {p["regex"] for r in ruleset.rules for k in ("any", "not", "requires", "unless") for p in r["match"][k]}
+    assert all(set_form(p) == _set_form_reference(p) for p in pats)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from(list("[]^\\sSdw{}0,9ab.é-")), max_size=40))
+def test_set_form_same_as_reference_on_any_text(pattern: str) -> None:
+    from llmtriage.matcher import set_form
+
+    assert set_form(pattern) == _set_form_reference(pattern)
