@@ -304,12 +304,14 @@ def test_non_utf8_file_name(tmp_path: Path) -> None:
     (d / "rank1.log").write_text(OOM_TEXT)
     env = {"LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
     for args in (("--format", "json", str(name)), ("job", "--format", "json", str(d)), (str(name),),
-                 ("job", str(d))):
+                 ("job", str(d)), ("watch", "--max-seconds", "1", str(name)),
+                 ("watch", "--format", "json", "--max-seconds", "1", str(name))):
         r = run_cli(*args, env=env)
         assert r.returncode == 1, (args, r.stderr)
         assert b"internal error" not in r.stderr
         if "json" in args:
-            json.loads(r.stdout)                                 # complete, valid JSON
+            for doc in ([r.stdout] if "watch" not in args else r.stdout.splitlines()):
+                json.loads(doc)                                  # complete, valid JSON
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")
