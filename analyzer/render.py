@@ -5,7 +5,6 @@ No click here: colour is plain ANSI decided by the caller (`color=True/False`).
 from __future__ import annotations
 
 import json
-import re
 from importlib import import_module
 from typing import Any, Callable, Optional, TextIO
 
