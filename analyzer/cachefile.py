@@ -1,7 +1,7 @@
 """Private, data-only cache files (the rule cache and the optional Hyperscan database cache).
 
 A cache file is trusted only if it cannot have been planted: the cache folder is created 0700
-whatever the umask (and tightened if it is ours), a file is read only when it is a regular file
+whatever the umask (a folder of someone else is never used), a file is read only when it is a regular file
 (never through a symlink) owned by the current user and writable by nobody else, and every file
 carries a digest of its payload that is checked on read. Files are written atomically (a private
 temp file in the same folder, then rename). Nothing here deserialises code: callers store JSON
@@ -43,8 +43,11 @@ def _private(st: os.stat_result) -> bool:
 
 
 def ensure_dir(path: Path) -> bool:
-    """Create `path` 0700 (any umask); True if it is a private folder of ours we may use."""
+    """Create `path` 0700 (any umask); True if it is a folder of ours we may use. An existing folder
+    keeps its mode (LLMTRIAGE_CACHE_DIR may name a folder shared with other things): every file in
+    it is checked on its own (owner, mode, regular, digest)."""
     try:
+        created = not path.exists()
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode):
@@ -52,7 +55,7 @@ def ensure_dir(path: Path) -> bool:
         uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
         if st.st_uid != uid:
             return False                      # someone else's folder: never read or write there
-        if stat.S_IMODE(st.st_mode) != 0o700:
+        if created and stat.S_IMODE(st.st_mode) != 0o700:
             os.chmod(path, 0o700)
         return True
     except OSError:
