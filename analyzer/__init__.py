@@ -100,12 +100,32 @@ _BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
          (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
+def _texty(ch: str) -> bool:
+    o = ord(ch)
+    return (ch in "\t\n\r" or 0x20 <= o < 0x7F or 0xA0 <= o < 0x530 or 0x2000 <= o < 0x2070
+            or 0x2190 <= o < 0x2800 or 0x2E80 <= o < 0xA000 or 0xAC00 <= o < 0xD7B0 or 0xFF00 <= o < 0xFFF0)
+
+
+def _plausible(head: bytes, enc: str) -> bool:
+    """`head` decodes in `enc` to text a log would hold (90% ASCII, Latin, CJK, box drawing..., and
+    at least a fifth ASCII, newlines included): random bytes that happen to start with a BOM, or
+    ASCII read two bytes at a time (CJK-looking code points, never ASCII), do not."""
+    unit = 4 if "32" in enc else 2
+    try:
+        text = head[:len(head) - len(head) % unit].decode(enc)
+    except UnicodeDecodeError:
+        return False
+    text = text.lstrip("\ufeff")
+    return (bool(text) and sum(map(_texty, text)) >= 0.9 * len(text)
+            and sum(ch < "\x80" for ch in text) >= 0.2 * len(text))
+
+
 def wide_encoding(head: bytes) -> Optional[str]:
     """"utf-16-le/be" or "utf-32-le/be" when `head` is such text (PowerShell's `>` writes UTF-16LE
     with a BOM; other tools without one), else None. Without a BOM: the NUL bytes of ASCII-range
     characters sit at fixed positions, and the head must decode."""
     for bom, enc in _BOMS:
-        if head.startswith(bom):
+        if head.startswith(bom) and _plausible(head, enc):
             return enc
     n = len(head) - len(head) % 4
     if n < 8:
@@ -125,11 +145,8 @@ def wide_encoding(head: bytes) -> Optional[str]:
     if zeros[1] + zeros[3] < q * 0.1 and zeros[0] + zeros[2] > q * 0.8:
         cands.append("utf-16-be")
     for enc in cands:
-        try:
-            head[:n].decode(enc)
+        if _plausible(head[:n], enc):
             return enc
-        except UnicodeDecodeError:
-            continue
     return None
 
 
