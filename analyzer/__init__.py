@@ -96,14 +96,127 @@ def looks_binary(head: bytes) -> bool:
     return bad > len(head) * 0.1
 
 
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def _texty(ch: str) -> bool:
+    o = ord(ch)
+    return (ch in "\t\n\r" or 0x20 <= o < 0x7F or 0xA0 <= o < 0x530 or 0x2000 <= o < 0x2070
+            or 0x2190 <= o < 0x2800 or 0x2E80 <= o < 0xA000 or 0xAC00 <= o < 0xD7B0 or 0xFF00 <= o < 0xFFF0)
+
+
+def _plausible(head: bytes, enc: str) -> bool:
+    """`head` decodes in `enc` to text a log would hold (90% ASCII, Latin, CJK, box drawing..., and
+    at least a fifth ASCII, newlines included): random bytes that happen to start with a BOM, or
+    ASCII read two bytes at a time (CJK-looking code points, never ASCII), do not."""
+    unit = 4 if "32" in enc else 2
+    try:
+        text = head[:len(head) - len(head) % unit].decode(enc)
+    except UnicodeDecodeError:
+        return False
+    text = text.lstrip("\ufeff")
+    return (bool(text) and sum(map(_texty, text)) >= 0.9 * len(text)
+            and sum(ch < "\x80" for ch in text) >= 0.2 * len(text))
+
+
+def wide_encoding(head: bytes) -> Optional[str]:
+    """"utf-16-le/be" or "utf-32-le/be" when `head` is such text (PowerShell's `>` writes UTF-16LE
+    with a BOM; other tools without one), else None. Without a BOM: the NUL bytes of ASCII-range
+    characters sit at fixed positions, and the head must decode."""
+    for bom, enc in _BOMS:
+        if head.startswith(bom) and _plausible(head, enc):
+            return enc
+    n = len(head) - len(head) % 4
+    if n < 8:
+        return None
+    zeros = [0, 0, 0, 0]
+    for i in range(n):
+        if head[i] == 0:
+            zeros[i % 4] += 1
+    q = n / 4
+    cands = []
+    if zeros[0] < q * 0.05 and min(zeros[1:]) > q * 0.6:
+        cands.append("utf-32-le")
+    if zeros[3] < q * 0.05 and min(zeros[:3]) > q * 0.6:
+        cands.append("utf-32-be")
+    if zeros[0] + zeros[2] < q * 0.1 and zeros[1] + zeros[3] > q * 0.8:
+        cands.append("utf-16-le")
+    if zeros[1] + zeros[3] < q * 0.1 and zeros[0] + zeros[2] > q * 0.8:
+        cands.append("utf-16-be")
+    for enc in cands:
+        if _plausible(head[:n], enc):
+            return enc
+    return None
+
+
+class _Transcode(io.RawIOBase):
+    """A binary stream of UTF-8 decoded incrementally from `fh` in a wide encoding."""
+
+    def __init__(self, fh: Any, encoding: str):
+        import codecs
+
+        self._fh = fh
+        self._dec = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._buf = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._eof and (n < 0 or len(self._buf) < n):
+            chunk = self._fh.read(1 << 16)
+            text = self._dec.decode(chunk or b"", final=not chunk)
+            self._buf += text.lstrip("\ufeff").encode("utf-8", "surrogateescape") if text else b""
+            self._eof = not chunk
+        if n < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
 def checked_stream(fh: BinaryIO, name: str) -> BinaryIO:
-    """Wrap `fh` after checking its first bytes: raises InputError on empty or binary input."""
+    """Wrap `fh` after checking its first bytes: raises InputError on empty or binary input.
+
+    UTF-16/UTF-32 logs are transcoded to UTF-8 (the returned stream's `source_encoding` says
+    which), and a run of NUL bytes at the start (a preallocated or truncated file) is skipped, so
+    the sniff looks at the text beyond it."""
     head = fh.read(_SNIFF)
     if not head:
         raise EmptyInputError(f"{name}: empty input (no log lines to triage)")
+    wide = wide_encoding(head)
+    if wide is not None:
+        stream: Any = _Transcode(_Prepend(head, fh), wide)
+        stream.source_encoding = wide
+        head = stream.read(_SNIFF)
+        if not head:
+            raise EmptyInputError(f"{name}: empty input (no log lines to triage)")
+        fh = stream
+    elif head[:1] == b"\x00":
+        head = head.lstrip(b"\x00")
+        while not head:
+            chunk = fh.read(1 << 16)
+            if not chunk:
+                raise InputError(f"{name}: looks like a binary file, not a text log (only NUL bytes)")
+            head = chunk.lstrip(b"\x00")
+        if len(head) < _SNIFF:
+            head += fh.read(_SNIFF - len(head))
     if looks_binary(head):
         raise InputError(f"{name}: looks like a binary file, not a text log (NUL or control bytes at the start)")
-    return _Prepend(head, fh)  # type: ignore[return-value]
+    out = _Prepend(head, fh)
+    out.source_encoding = wide      # type: ignore[attr-defined]
+    return out  # type: ignore[return-value]
+
+
+def _scan(engine: Any, fh: BinaryIO, label: str) -> Report:
+    stream = checked_stream(fh, label)
+    report = engine.scan(stream, label)
+    enc = getattr(stream, "source_encoding", None)
+    if enc:
+        report.encoding = enc
+    return report
 
 
 def analyze(source: Source, *, rules: Any = None, lang: Optional[str] = None, name: Optional[str] = None,
@@ -118,11 +231,11 @@ def analyze(source: Source, *, rules: Any = None, lang: Optional[str] = None, na
 def scan_source(engine: Any, source: Source, *, name: Optional[str] = None) -> Report:
     """Run a compiled engine over one source (see `analyze` for the accepted kinds)."""
     if isinstance(source, (bytes, bytearray)):
-        return engine.scan(checked_stream(io.BytesIO(bytes(source)), name or "-"), name or "-")
+        return _scan(engine, io.BytesIO(bytes(source)), name or "-")
     if isinstance(source, str) and ("\n" in source or not source or not os.path.isfile(source)):
         if source and "\n" not in source and (os.sep in source or source.endswith((".log", ".txt", ".out", ".err"))):
             raise InputError(f"{source}: no such file")
-        return engine.scan(checked_stream(io.BytesIO(source.encode("utf-8")), name or "-"), name or "-")
+        return _scan(engine, io.BytesIO(source.encode("utf-8", "surrogateescape")), name or "-")
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         label = name or str(source)
@@ -133,8 +246,8 @@ def scan_source(engine: Any, source: Source, *, name: Optional[str] = None) -> R
         except OSError as exc:
             raise InputError(f"{label}: cannot open: {exc.strerror}") from None
         with fh:
-            return engine.scan(checked_stream(fh, label), label)
-    return engine.scan(checked_stream(source, name or "-"), name or "-")
+            return _scan(engine, fh, label)
+    return _scan(engine, source, name or "-")
 
 
 triage = analyze

@@ -417,6 +417,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _default_to_triage(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
+    problem = _check_std_streams()
+    if problem:
+        _say(f"error: {problem}")
+        return EXIT_USAGE
     from . import loader
 
     loader.ISOLATE_VALIDATION = True     # a cold rule cache costs no memory in this process
@@ -433,16 +437,103 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 130
     except LlmtriageError as exc:
         msg = str(exc)
-        click.echo(msg if "\n" in msg and msg.count(":") > 2 else f"error: {msg}", err=True)
+        _say(msg if "\n" in msg and msg.count(":") > 2 else f"error: {msg}")
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno in _OUTPUT_ERRNOS:       # writing the report failed (/dev/full, a closed pipe)
+            return _output_failed(exc)
+        if verbose:
+            raise
+        _say(f"error: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)")
+        return EXIT_USAGE
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:  # a bug: one line, the traceback only with -v
         if verbose:
             raise
-        click.echo(f"error: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", err=True)
+        _say(f"error: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)")
         return EXIT_USAGE
+    if not _stdout_ok():
+        return _output_failed(_STDOUT_ERROR[0])
     return EXIT_OK
+
+
+_OUTPUT_ERRNOS = {28, 32, 9, 5, 122}     # ENOSPC, EPIPE, EBADF, EIO, EDQUOT
+_STDOUT_ERROR: list[Any] = [None]
+
+
+class _ClosedStdin:
+    """Stands in for a closed standard input: reading it is an input error, not a crash."""
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(9, "standard input is closed")
+
+    @property
+    def buffer(self) -> Any:
+        raise LlmtriageError("standard input is closed (nothing to read; give a log file)")
+
+    def read(self, *a: Any) -> str:
+        raise LlmtriageError("standard input is closed (nothing to read; give a log file)")
+
+    readline = read
+
+
+def _check_std_streams() -> Optional[str]:
+    """Closed standard streams become one clear line, and file names that are not UTF-8 print as
+    escapes (surrogateescape in, backslashreplace out) instead of aborting the run."""
+    if sys.stdin is None:
+        sys.stdin = _ClosedStdin()      # type: ignore[assignment]
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+    if sys.stdout is None:
+        return "standard output is closed (nowhere to write the report)"
+    return None
+
+
+def _stdout_ok() -> bool:
+    """Flush standard output now; False (the error kept) if it cannot be written."""
+    if sys.stdout is None:
+        return False
+    try:
+        sys.stdout.flush()
+        return True
+    except (OSError, ValueError) as exc:
+        _STDOUT_ERROR[0] = exc
+        return False
+
+
+def _output_failed(exc: Any) -> int:
+    """One line for output that cannot be written (/dev/full, a closed pipe), and no second error
+    when Python flushes stdout at exit: point fd 1 at /dev/null."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass
+    if getattr(exc, "errno", None) == 32:        # EPIPE: the reader went away, as after `| head`
+        return EXIT_USAGE
+    why = getattr(exc, "strerror", None) or str(exc)
+    _say(f"error: cannot write the report to standard output: {why}")
+    return EXIT_USAGE
+
+
+def _say(line: str) -> None:
+    """One line on standard error, if there is one."""
+    if sys.stderr is None:
+        return
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

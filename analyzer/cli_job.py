@@ -10,7 +10,8 @@ import click
 from .cli import detect_lang, use_color
 from .errors import EXIT_FINDINGS, EXIT_OK
 from .job_texts import say
-from .render import _SEV, _Style, redact, redact_obj
+from .redact import SafeWriter, safe_data
+from .render import _SEV, _Style, redact
 
 _L = {
     "en": {"job": "job", "logs": "logs", "first": "first failing rank", "root": "Root cause", "cascade": "Cascade",
@@ -18,12 +19,14 @@ _L = {
            "none": "no error in any rank", "more": "more ranks", "new": "New in the bad run",
            "versions": "Changed versions", "args": "Changed arguments", "diverge": "Metrics diverge",
            "nodiv": "loss curves agree on {n} common steps", "nosteps": "no common logged steps to compare",
-           "badroot": "Bad run triage"},
+           "badroot": "Bad run triage",
+           "truncated": "tables bounded, not every entry kept ({what}): new templates and changed flags may be incomplete"},
     "zh": {"job": "作业", "logs": "个日志", "first": "最先失败的 rank", "root": "根因", "cascade": "连锁反应",
            "ranks": "各 rank", "fixes": "修复方法", "silent": "从未报告超时的 rank（可能卡住）",
            "none": "所有 rank 都没有错误", "more": "个 rank 未列出", "new": "坏运行中新出现的日志模板",
            "versions": "版本变化", "args": "参数变化", "diverge": "指标分叉",
-           "nodiv": "{n} 个共同步上 loss 曲线一致", "nosteps": "没有可比较的共同步", "badroot": "坏运行的诊断"},
+           "nodiv": "{n} 个共同步上 loss 曲线一致", "nosteps": "没有可比较的共同步", "badroot": "坏运行的诊断",
+           "truncated": "表格有上限，未保留全部条目（{what}）：新模板和参数变化可能不完整"},
 }
 
 
@@ -174,6 +177,10 @@ def render_diff_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str]
         out.write(f"  {st(L['new'], 'bold')} ({len(res.new_templates)}):\n")
         for t in res.new_templates[:limit]:
             out.write(f"    line {t['line']:>6}  {t['count']:>5}x  {redact(t['example'] or t['template'])[:160]}\n")
+    if getattr(res, "truncated", None):
+        what = "; ".join(f"{run}: " + ", ".join(f"{n} {table}" for table, n in tables.items())
+                         for run, tables in res.truncated.items())
+        out.write(f"  {st(L['truncated'].format(what=what), 'yellow')}\n")
 
 
 @click.command()
@@ -200,8 +207,8 @@ def _emit(res: Any, fmt: str, render_human: Any, no_color: bool, lang: Any) -> N
     """Print a job/diff result as redacted JSON or through its human renderer."""
     out = click.get_text_stream("stdout")
     if fmt == "json":
-        json.dump(redact_obj(res.to_dict()), out, ensure_ascii=False, indent=2)
+        json.dump(safe_data(res.to_dict()), out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        render_human(res, out, color=use_color(no_color, out), lang=lang)
+        render_human(res, SafeWriter(out), color=use_color(no_color, out), lang=lang)
     out.flush()

@@ -116,14 +116,17 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
     until that process has exited. Exit code 1 when an error finding was reported.
     """
     from .cli import SEVERITIES, use_color
+    from .redact import SafeWriter, safe_data
     from .render import _SEV, _Style, redact
     from .watch import follow
 
     engine, lang, settings = _common(rules_dirs, disable, lang)
     min_severity = min_severity or settings.get("min_severity")
     floor = SEVERITIES.index(min_severity) if min_severity else 0
-    out = click.get_text_stream("stdout")
-    st = _Style(use_color(no_color, out))
+    raw_out = click.get_text_stream("stdout")
+    st = _Style(use_color(no_color, raw_out))
+    out: Any = raw_out if fmt == "json" else SafeWriter(raw_out)    # masked, terminal-safe, any file name
+    err = SafeWriter(click.get_text_stream("stderr"))
     failed = False
     try:
         for ev in follow(file, engine, until_pid=until_pid, interval=interval, from_end=from_end,
@@ -137,14 +140,13 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
             if fmt == "json":
                 obj: dict[str, Any] = {"event": ev.kind, "time": time.time(), "source": file}
                 if f is not None:
-                    from .render import redact_obj
-
-                    obj["finding"] = redact_obj(f.to_dict())
-                out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+                    obj["finding"] = f.to_dict()
+                out.write(json.dumps(safe_data(obj), ensure_ascii=False) + "\n")
             elif f is None:
                 msg = {"waiting": "waiting for the file to appear", "rotated": "file rotated, following the new one",
                        "truncated": "file truncated, reading from the top"}.get(ev.kind, ev.kind)
-                click.echo(st(f"[{now}] {file}: {msg}", "dim"), err=True)
+                err.write(st(f"[{now}] {file}: {msg}", "dim") + "\n")
+                err.flush()
             else:
                 icon, colr = _SEV.get(f.severity, ("•", "blue"))
                 out.write(f"[{now}] {st(icon + ' ' + f.severity, colr, 'bold')}  {st(f.title, 'bold')}  "

@@ -38,6 +38,7 @@ class ExceptionInfo:
     user_frame: Optional[Frame] = None
     chain: list[str] = field(default_factory=list)      # earlier exceptions in the chain ("Type: msg")
     cpp_frames: list[str] = field(default_factory=list)
+    chain_omitted: int = 0        # chained exceptions left out of `chain` (it keeps the first and last few)
 
     @property
     def headline(self) -> str:
@@ -53,6 +54,7 @@ class ExceptionInfo:
             "user_frame": self.user_frame.to_dict() if self.user_frame else None,
             "chain": list(self.chain),
             "cpp_frames": list(self.cpp_frames),
+            "chain_omitted": self.chain_omitted,
         }
 
 

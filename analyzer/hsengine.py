@@ -14,13 +14,14 @@ block scanning, bisection down to lines and per-line attribution are the engine'
 """
 from __future__ import annotations
 
-import pickle
+import json
 from pathlib import Path
 from typing import Any, Optional
 
 import hyperscan
 
-from .loader import blake2b
+from . import cachefile
+from .cachefile import blake2b
 
 _FLAGS = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_SINGLEMATCH
 
@@ -84,23 +85,23 @@ def _build(patterns: list[str]) -> tuple[Any, list[int], list[int]]:
 
 
 def _load_or_build(patterns: list[str], cache_dir: Optional[Path]) -> tuple[Any, list[int], list[int]]:
-    """The build, cached as plain data (serialized database + id lists) keyed on the pattern list."""
+    """The build, cached as data (id lists as JSON, the database in hyperscan's serialisation), keyed on the pattern list."""
     h = blake2b(getattr(hyperscan, "__version__", "hs").encode(), digest_size=16)
     for p in patterns:
         h.update(p.encode() + b"\n")
-    path = cache_dir / f"hs-{h.hexdigest()[:24]}.pickle" if cache_dir is not None else None
+    path = cache_dir / f"hs-{h.hexdigest()[:24]}.bin" if cache_dir is not None else None
     if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                data = pickle.load(fh)
-            db = hyperscan.loadb(data["db"], hyperscan.HS_MODE_BLOCK) if data["db"] else None
-            return db, data["prefilter"], data["leftover"]
-        except (OSError, EOFError, KeyError, TypeError, ValueError, pickle.UnpicklingError, hyperscan.error):
-            pass
+        blob = cachefile.read(path)     # a JSON header line, then hyperscan's own serialisation
+        if blob is not None:
+            try:
+                head, _, raw = blob.partition(b"\n")
+                meta = json.loads(head)
+                db = hyperscan.loadb(raw, hyperscan.HS_MODE_BLOCK) if raw else None
+                return db, [int(i) for i in meta["prefilter"]], [int(i) for i in meta["leftover"]]
+            except (KeyError, TypeError, ValueError, hyperscan.error):
+                cachefile.remove(path)
     db, prefilter, leftover = _build(patterns)
     if path is not None:
-        from .loader import write_cache
-
-        write_cache(path, {"db": hyperscan.dumpb(db) if db is not None else b"", "prefilter": prefilter,
-                           "leftover": leftover})
+        head = json.dumps({"prefilter": prefilter, "leftover": leftover}).encode()
+        cachefile.write(path, head + b"\n" + (hyperscan.dumpb(db) if db is not None else b""))
     return db, prefilter, leftover

@@ -570,7 +570,9 @@ _VERSION = re.compile(
     r"(?:[ _-]?version)?\s*(?:==|=|:|\s|v)\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+-]?(?:dev|rc|post|a|b|cu)\w*)*)")
 _CLI_ARG = re.compile(r"--([A-Za-z][\w.-]*)(?:=|\s+)(?!--)([^\s,'\"\]]+)")
 _KV_ARG = re.compile(r"^\s{0,8}([a-z][a-z0-9_]*)=([^,\s]+),?\s*$")
-MAX_TEMPLATES = 200_000
+MAX_TEMPLATES = 20_000      # distinct message templates kept per run (a template and an example: ~1 KB)
+MAX_ARGS = 2_000            # distinct command-line flags kept per run
+MAX_ARG_LEN = 200
 
 
 def template_of(text: str) -> str:
@@ -588,6 +590,15 @@ class RunProfile:
     args: dict[str, str] = field(default_factory=dict)
     losses: dict[int, float] = field(default_factory=dict)
     lines: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)   # table -> distinct entries not kept (bounds)
+
+    def add_arg(self, name: str, value: str) -> None:
+        if name in self.args:
+            return
+        if len(self.args) >= MAX_ARGS:
+            self.dropped["args"] = self.dropped.get("args", 0) + 1
+            return
+        self.args[name[:MAX_ARG_LEN]] = value[:MAX_ARG_LEN]
 
 
 def profile_run(path: Path, *, keep_examples: Optional[set[str]] = None, max_steps: int = 200_000) -> RunProfile:
@@ -634,11 +645,11 @@ def profile_run(path: Path, *, keep_examples: Optional[set[str]] = None, max_ste
                     prof.versions.setdefault(m.group(1).lower().replace("_", "-").replace("pytorch", "torch"), m.group(2))
                 if "--" in text:
                     for m in _CLI_ARG.finditer(text):
-                        prof.args.setdefault(m.group(1), m.group(2))
+                        prof.add_arg(m.group(1), m.group(2))
                 else:
                     m = _KV_ARG.match(text)
                     if m:
-                        prof.args.setdefault(m.group(1), m.group(2))
+                        prof.add_arg(m.group(1), m.group(2))
                 tpl = template_of(text)
                 cur = prof.templates.get(tpl)
                 if cur is None:
@@ -646,6 +657,8 @@ def profile_run(path: Path, *, keep_examples: Optional[set[str]] = None, max_ste
                         prof.templates[tpl] = [1, ln]
                         if keep_examples is None or tpl not in keep_examples:
                             prof.example[tpl] = text[:300]
+                    else:
+                        prof.dropped["templates"] = prof.dropped.get("templates", 0) + 1
                 else:
                     cur[0] += 1
     prof.lines = ln
@@ -673,6 +686,7 @@ class DiffResult:
     divergence: Optional[dict[str, Any]]
     common_steps: int
     reports: list[Report]
+    truncated: dict[str, dict[str, int]] = field(default_factory=dict)   # run -> table -> entries not kept
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": JSON_VERSION, "diff": {
@@ -680,6 +694,7 @@ class DiffResult:
             "changed_versions": self.versions, "changed_args": self.args,
             "metric_divergence": self.divergence, "common_steps": self.common_steps,
             "bad_root_cause": self.reports[1].findings[0].to_dict() if self.reports[1].findings else None,
+            "truncated": self.truncated,
         }, "reports": [r.to_dict() for r in self.reports]}
 
 
@@ -705,7 +720,8 @@ def diff_runs(good: str, bad: str, *, lang: Optional[str] = None, rules_dirs: tu
     args += [{"name": k, "good": v, "bad": None} for k, v in sorted(g.args.items()) if k not in b.args and b.args]
     div = _diverge(g.losses, b.losses)
     return DiffResult(good=good, bad=bad, new_templates=new_templates, versions=versions, args=args,
-                      divergence=div, common_steps=len(set(g.losses) & set(b.losses)), reports=reports)
+                      divergence=div, common_steps=len(set(g.losses) & set(b.losses)), reports=reports,
+                      truncated={k: p.dropped for k, p in (("good", g), ("bad", b)) if p.dropped})
 
 
 __all__ = ["analyze_job", "diff_runs", "JobResult", "DiffResult", "RankInfo", "collect_inputs", "rank_from_name",

@@ -1,7 +1,7 @@
 """Knowledge base: search the rules, print a rule's page, build a static HTML site (layer 4).
 
 No click here (see cli_kb.py). The search path stays light: with a warm rule cache it loads the
-rules from the pickle (`llmtriage.load_rules()`), compiles the engine and never imports yaml or
+rules from the JSON rule cache (`llmtriage.load_rules()`), compiles the engine and never imports yaml or
 pydantic.
 
 Ranking (`search`) combines three signals over one document per rule (English and Chinese text):

@@ -1,19 +1,21 @@
 """Discover, validate and cache rule files, locale overlays and the taxonomy (layer 1).
 
-The triage path only touches `load_ruleset()`, which returns plain data from a pickle cache
-keyed on every rule file's path, mtime and size. yaml, pydantic and the models are imported
+The triage path only touches `load_ruleset()`, which returns plain data from a JSON cache
+(`cachefile`: private folder, owner and mode checked, payload digest) keyed on every rule file's
+path, mtime and size, and refused unless it holds a rule for every rule file found. yaml, pydantic and the models are imported
 only on a cache miss or when validating.
 """
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from . import cachefile, regexsafety
 from .errors import RuleLoadError
 
 try:
@@ -21,10 +23,11 @@ try:
 except ImportError:  # pragma: no cover - CPython builds always have it
     from hashlib import blake2b
 
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 VERIFIED_FILE = "verified.json"
 DATA_FILES = ("verdict.yaml", "actions.yaml")      # verdict data (analyzer/verdict.py), cached with the rules
-NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml", *DATA_FILES}   # data beside the rules, not rules
+SECRETS_FILE = "secrets.yaml"
+NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml", SECRETS_FILE, *DATA_FILES}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
@@ -42,6 +45,7 @@ class RuleSet:
     dirs: tuple[str, ...] = ()
     verified: dict[str, Any] = field(default_factory=dict)   # rules/verified.json "fixes" (by verify --record)
     data: dict[str, Any] = field(default_factory=dict)       # DATA_FILES by name (built-in rules only)
+    secrets: list[dict[str, Any]] = field(default_factory=list)  # rules/secrets.yaml (see redact.py)
 
     def __post_init__(self) -> None:
         self.by_id = {r["id"]: r for r in self.rules}
@@ -107,11 +111,7 @@ def _fingerprint(paths: Iterable[Path]) -> str:
 
 
 def _cache_dir() -> Optional[Path]:
-    if os.environ.get("LLMTRIAGE_NO_CACHE"):
-        return None
-    base = os.environ.get("LLMTRIAGE_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return Path(base) / "llmtriage" if "LLMTRIAGE_CACHE_DIR" not in os.environ else Path(base)
+    return cachefile.cache_dir()
 
 
 def cache_dir() -> Optional[Path]:
@@ -143,7 +143,7 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
             except RuleLoadError as exc:
                 payload = ("problems", exc.problems)
             with os.fdopen(w, "wb") as fh:
-                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                fh.write(json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         except BaseException:                          # noqa: BLE001 - the parent validates in-process
             code = 1
         finally:
@@ -154,10 +154,10 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return validate_dirs(dirs, builtin=builtin)    # anything odd in the child: the plain path
-    kind, value = pickle.loads(data)
+    kind, value = json.loads(data.decode("utf-8", "surrogatepass"))
     if kind == "problems":
         raise RuleLoadError(value)
-    return RuleSet(**value)
+    return _ruleset_from(value)
 
 
 def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache: bool = True,
@@ -168,8 +168,11 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         if not d.is_dir():
             raise RuleLoadError([f"{d}: rules directory not found"])
     files: list[Path] = []
+    rule_files: list[str] = []
     for d in dirs:
-        files += _rule_files(d)
+        found = _rule_files(d)
+        rule_files += map(str, found)
+        files += found
         files += [p for _, p in _locale_files(d)]
     tax = _taxonomy_path(dirs) if builtin else None
     if tax is not None and tax.exists():
@@ -178,51 +181,95 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         files.append(dirs[0] / VERIFIED_FILE)
     if builtin:
         files += [dirs[0] / n for n in DATA_FILES if (dirs[0] / n).exists()]
+    files.append(builtin_rules_dir() / SECRETS_FILE)
     cache = _cache_dir() if use_cache else None
     key = None
     if cache is not None:
         try:
             key = _fingerprint(files)
-            with open(cache / f"rules-{key}.pickle", "rb") as fh:
-                data = pickle.load(fh)
-            return RuleSet(**data)
-        except (OSError, EOFError, pickle.UnpicklingError, TypeError, AttributeError, ValueError):
-            pass
+        except OSError:
+            key = None
+    if key is not None:
+        ruleset = _read_cache(cache / f"rules-{key}.json", key, files, rule_files, dirs)
+        if ruleset is not None:
+            return ruleset
     ruleset = _validate_isolated(dirs, builtin) if ISOLATE_VALIDATION else validate_dirs(dirs, builtin=builtin)
     if cache is not None and key is not None:
-        write_cache(cache / f"rules-{key}.pickle", _ruleset_data(ruleset))
+        body = {"format": CACHE_FORMAT, "key": key, "sources": [str(p) for p in files], "data": _ruleset_data(ruleset)}
+        cachefile.write(cache / f"rules-{key}.json",
+                        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
     return ruleset
+
+
+def _read_cache(path: Path, key: str, files: list[Path], rule_files: list[str], dirs: list[Path]
+                ) -> Optional[RuleSet]:
+    """The cached RuleSet if the file is ours, intact, built from exactly `files`, with a rule for
+    every rule file (a planted or stale cache is refused and rebuilt, never trusted)."""
+    blob = cachefile.read(path)
+    if blob is None:
+        return None
+    try:
+        body = json.loads(blob.decode("utf-8", "surrogatepass"))
+        if (not isinstance(body, dict) or body.get("format") != CACHE_FORMAT or body.get("key") != key
+                or body.get("sources") != [str(p) for p in files]):
+            raise ValueError("stale")
+        ruleset = _ruleset_from(body["data"])
+        have = {r["file"] for r in ruleset.rules}
+        if not have.issuperset(rule_files) or list(ruleset.dirs) != [str(d) for d in dirs]:
+            raise ValueError("incomplete")
+        return ruleset
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        cachefile.remove(path)
+        return None
 
 
 def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
     """A RuleSet as plain data (the cache file, and what a validating child sends back)."""
-    return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": rs.dirs,
-            "verified": rs.verified, "data": rs.data}
+    return {"rules": rs.rules, "locales": rs.locales, "taxonomy": rs.taxonomy, "dirs": list(rs.dirs),
+            "verified": rs.verified, "data": rs.data, "secrets": rs.secrets}
 
 
-def write_cache(path: Path, data: Any) -> None:
-    """Pickle `data` to `path` atomically (temp file + rename); a cache that cannot be written is skipped."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+def _ruleset_from(data: dict[str, Any]) -> RuleSet:
+    return RuleSet(rules=list(data["rules"]), locales=dict(data["locales"]), taxonomy=dict(data["taxonomy"]),
+                   dirs=tuple(data["dirs"]), verified=dict(data["verified"]), data=dict(data["data"]),
+                   secrets=list(data["secrets"]))
 
 
 # --------------------------------------------------------------------------- validation
+
+MAX_RULE_FILE = 1 << 20       # bytes; a rule file is a page of YAML
+
+
+def read_rule_text(path: Path) -> str:
+    """A rule/locale/data file's text: a regular file (a FIFO, device or socket is refused without
+    blocking, a symlink to /dev/zero included) of at most MAX_RULE_FILE bytes, in UTF-8."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device, socket or a link to one)")
+        if st.st_size > MAX_RULE_FILE:
+            raise OSError(errno.EFBIG, f"too large ({st.st_size} bytes; a rule file may hold at most {MAX_RULE_FILE})")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_RULE_FILE + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RULE_FILE:
+        raise OSError(errno.EFBIG, f"too large (over {MAX_RULE_FILE} bytes)")
+    return data.decode("utf-8")
 
 def load_taxonomy(path: Path) -> dict[str, str]:
     from .yamlpos import YamlSyntaxError, compose
 
     try:
-        data, _ = compose(path.read_text(encoding="utf-8"))
+        data, _ = compose(read_rule_text(path))
     except YamlSyntaxError as exc:
         raise RuleLoadError([f"{path}:{exc.line}:{exc.col}: {exc.problem}"]) from None
-    except OSError as exc:
-        raise RuleLoadError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleLoadError([f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
     cats = data.get("categories") if isinstance(data, dict) else None
     if not isinstance(cats, dict) or not cats:
         raise RuleLoadError([f"{path}:1:1: taxonomy: expected a mapping 'categories:' of name -> description"])
@@ -263,7 +310,8 @@ def validate_dirs(dirs: list[Path], *, builtin: bool = True) -> RuleSet:
     rules.sort(key=lambda r: r["id"])
     return RuleSet(rules=rules, locales=locales, taxonomy=taxonomy, dirs=tuple(str(d) for d in dirs),
                    verified=load_verified(builtin_rules_dir() / VERIFIED_FILE),
-                   data=load_data_files(builtin_rules_dir()) if builtin else {})
+                   data=load_data_files(builtin_rules_dir()) if builtin else {},
+                   secrets=load_secrets(builtin_rules_dir() / SECRETS_FILE))
 
 
 def load_data_files(root: Path) -> dict[str, Any]:
@@ -273,6 +321,26 @@ def load_data_files(root: Path) -> dict[str, Any]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return {n: yaml.load((root / n).read_text(encoding="utf-8"), Loader=loader)
             for n in DATA_FILES if (root / n).exists()}
+
+
+def load_secrets(path: Path) -> list[dict[str, Any]]:
+    """The credential catalogue, rules/secrets.yaml (a list under `secrets:`), checked entry by entry."""
+    from .redact import check_entry
+    from .yamlpos import YamlSyntaxError, compose
+
+    try:
+        data, _ = compose(read_rule_text(path))
+    except YamlSyntaxError as exc:
+        raise RuleLoadError([f"{path}:{exc.line}:{exc.col}: {exc.problem}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleLoadError([f"{path}: cannot read: {exc}"]) from None
+    entries = data.get("secrets") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise RuleLoadError([f"{path}:1:1: expected a list 'secrets:' of credential patterns"])
+    problems = [f"{path}: secrets[{i}]: {err}" for i, e in enumerate(entries) for err in [check_entry(e)] if err]
+    if problems:
+        raise RuleLoadError(problems)
+    return [dict(e) for e in entries]
 
 
 def load_verified(path: Path) -> dict[str, Any]:
@@ -361,7 +429,7 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tupl
     from .yamlpos import YamlSyntaxError, compose, locate, scalar_style
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_rule_text(path)
     except UnicodeDecodeError as exc:
         return None, [_fmt(path, 1, 1, None, "", f"not UTF-8 ({exc.reason} at byte {exc.start})")]
     except OSError as exc:
@@ -445,11 +513,11 @@ def validate_locale_file(path: Path, rules: dict[str, dict[str, Any]]) -> tuple[
     from .yamlpos import YamlSyntaxError, compose, locate
 
     try:
-        data, node = compose(path.read_text(encoding="utf-8"))
+        data, node = compose(read_rule_text(path))
     except YamlSyntaxError as exc:
         return None, [_fmt(path, exc.line, exc.col, None, "", exc.problem)]
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [_fmt(path, 1, 1, None, "", f"cannot read: {exc}")]
+        return None, [_fmt(path, 1, 1, None, "", f"cannot read: {getattr(exc, 'strerror', None) or exc}")]
     rid = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
     if not isinstance(data, dict):
         return None, [_fmt(path, 1, 1, None, "", "a locale file must be a YAML mapping")]
@@ -554,6 +622,15 @@ def check_regex(pattern: str) -> Optional[str]:
         return f"not in the RE2 subset ({msg}); no look-around, backreferences or possessive quantifiers"
     if _nested_quantifier(pattern):
         return "nested unbounded quantifiers (e.g. '(a+)+') can backtrack catastrophically; bound the inner or outer one"
+    why = regexsafety.blowup(pattern)
+    if why:
+        return why
+    for probe in regexsafety.pump_probes(pattern):
+        try:
+            compiled.search(probe, timeout=REGEX_BUDGET_S)
+        except TimeoutError:
+            return (f"can backtrack exponentially: too slow on {probe[:8]!r}... x{len(probe)} (over {REGEX_BUDGET_S}s); "
+                    "make alternatives under a repeat start differently (not '(x|xx)+'), or bound the repeat")
     if compiled.search(""):
         return "matches the empty string, so it would hit every line"
     for probe in _adversarial_inputs():

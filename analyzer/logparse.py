@@ -163,6 +163,19 @@ class _TB:
     frames: list[Frame] = field(default_factory=list)
     chain: list[str] = field(default_factory=list)
     last_frame_line: int = 0
+    chain_omitted: int = 0
+
+
+CHAIN_KEEP = 8          # a chain keeps its first and last CHAIN_KEEP exceptions, and counts the rest
+FRAMES_KEEP = 32        # only the most recent exceptions keep their frames (user_frame always stays)
+
+
+def chain_add(chain: list[str], omitted: int, headline: str) -> tuple[list[str], int]:
+    """`chain` + [headline], bounded to the first and last CHAIN_KEEP entries (O(CHAIN_KEEP) per
+    exception, so 10^5 chained exceptions parse in linear time)."""
+    if len(chain) < 2 * CHAIN_KEEP:
+        return chain + [headline], omitted
+    return chain[:CHAIN_KEEP] + chain[CHAIN_KEEP + 1:] + [headline], omitted + 1
 
 
 class TracebackParser:
@@ -177,7 +190,7 @@ class TracebackParser:
 
     def __init__(self) -> None:
         self._open: dict[object, _TB] = {}
-        self._pending_chain: dict[object, tuple[list[str], int]] = {}
+        self._pending_chain: dict[object, tuple[list[str], int, int]] = {}
         self._last_exc: dict[object, ExceptionInfo] = {}
         self.exceptions: list[ExceptionInfo] = []
 
@@ -191,10 +204,11 @@ class TracebackParser:
         text = pre.text
         if _TB_START in text:
             chain: list[str] = []
+            omitted = 0
             pend = self._pending_chain.pop(key, None)
             if pend and line_no - pend[1] < 10:
-                chain = pend[0]
-            self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no)
+                chain, omitted = pend[0], pend[2]
+            self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted)
             self._last_exc.pop(key, None)
             return
         exc_prev = self._last_exc.get(key)
@@ -205,7 +219,8 @@ class TracebackParser:
                     exc_prev.cpp_frames.append(stripped[:300])
                 return
             if _CHAIN.search(text):
-                self._pending_chain[key] = (exc_prev.chain + [exc_prev.headline[:500]], line_no)
+                chain, omitted = chain_add(exc_prev.chain, exc_prev.chain_omitted, exc_prev.headline[:500])
+                self._pending_chain[key] = (chain, line_no, omitted)
                 self._last_exc.pop(key, None)
                 if self.exceptions and self.exceptions[-1] is exc_prev:
                     self.exceptions.pop()
@@ -241,9 +256,13 @@ class TracebackParser:
             typ = em["type"] if em else stripped.split(":", 1)[0][:120]
             msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")
             info = ExceptionInfo(type=typ, message=msg.strip()[:2000], line=line_no, rank=pre.rank,
-                                 frames=list(tb.frames), chain=list(tb.chain))
+                                 frames=tb.frames, chain=tb.chain, chain_omitted=tb.chain_omitted)
             info.user_frame = next((f for f in reversed(tb.frames) if not _LIBRARY.search(f.file)), None)
             self.exceptions.append(info)
+            if len(self.exceptions) > FRAMES_KEEP:      # frames are kept per report, not per exception
+                old = self.exceptions[-FRAMES_KEEP - 1]
+                old.frames = []
+                old.cpp_frames = []
             if len(self.exceptions) > 2000:
                 del self.exceptions[:1000]
             self._last_exc[key] = info

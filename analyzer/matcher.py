@@ -24,6 +24,8 @@ from typing import Any, BinaryIO, Callable, Optional
 
 from .findings import ExceptionInfo, Finding, Report
 from .verdict import Scanner as VerdictScanner, judge, use_data
+from . import redact as _redact
+from .regexsafety import bounded_compile
 from .logparse import (EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
                        normalise_text, split_prefix)
 
@@ -62,6 +64,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 _BOUNDED = re.compile(r"(?<!\\)\{(\d+),(\d+)\}")
+_SF_TOKEN = re.compile(r"\\.|\[\^?\]?|\]", re.S)
 
 
 def relax_bounds(pattern: str, limit: int = 8) -> str:
@@ -82,31 +85,32 @@ def set_form(pattern: str) -> tuple[str, bool]:
     Inexact entries are confirmed line by line (Engine._exact)."""
     out: list[str] = []
     exact = pattern.isascii()
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            e = pattern[i + 1]
+    in_class = False
+    last = 0
+    # Only escapes, "[" (with a leading "^" and "]" that belong to it) and "]" change anything:
+    # the text between them is copied in one piece (this runs for every pattern at start-up).
+    for m in _SF_TOKEN.finditer(pattern):
+        out.append(pattern[last:m.start()])
+        last = m.end()
+        tok = m.group()
+        if tok[0] == "\\":
+            e = tok[1]
             if e == "s":
                 out.append("\\s\\x0b" if in_class else "[\\s\\x0b]")
             elif e == "S" and not in_class:
                 out.append("[^\\s\\x0b]")
             else:
                 exact = exact and e != "S"
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if not in_class and c == "[":
-            j = i + 1
-            j += pattern.startswith("^", j)
-            j += pattern.startswith("]", j)     # a "]" right after "[" or "[^" is a member
-            out.append(pattern[i:j])
-            in_class, i = True, j
-            continue
-        if in_class and c == "]":
-            in_class = False
-        out.append(c)
-        i += 1
+                out.append(tok)
+        elif tok[0] == "[" and not in_class:
+            out.append(tok)
+            in_class = True
+        else:                       # "]", or a "[" (and what follows it) inside a class
+            for ch in tok:
+                if ch == "]" and in_class:
+                    in_class = False
+                out.append(ch)
+    out.append(pattern[last:])
     form = "".join(out)
     relaxed = relax_bounds(form)
     return relaxed, exact and relaxed == form
@@ -147,6 +151,8 @@ class Engine:
         self.observers = default_observers() if observers is None else observers
         self.lang = lang
         self.rules = [r for r in ruleset.rules if r["id"] not in disabled and r.get("status") != "deprecated"]
+        if getattr(ruleset, "secrets", None):
+            _redact.install(ruleset.secrets)      # the credential catalogue every renderer masks with
         if mode == "auto":
             mode = "re2" if _re2 is not None else "python"
         if mode == "re2" and _re2 is None:
@@ -230,13 +236,13 @@ class Engine:
         """The exact pattern in stdlib `re` (python/reference modes, and a scan that left the Set)."""
         c = self._bytes_re.get(pi)
         if c is None:
-            c = self._bytes_re[pi] = re.compile(("(?m)" + self.patterns[pi]).encode())
+            c = self._bytes_re[pi] = bounded_compile(("(?m)" + self.patterns[pi]).encode())
         return c
 
     def _not_patterns(self, ri: int) -> list[Any]:
         c = self._not_re.get(ri)
         if c is None:
-            c = [re.compile(p["regex"].encode()) for p in self.rules[ri]["match"]["not"]]
+            c = [bounded_compile(p["regex"].encode()) for p in self.rules[ri]["match"]["not"]]
             self._not_re[ri] = c
         return c
 
@@ -471,21 +477,15 @@ class Engine:
 
     # ---------------------------------------------------------------- findings
     def _py_regex(self, ri: int, ai: int) -> Any:
-        import regex
-
         key = (ri, ai)
         c = self._py_re.get(key)
         if c is None:
-            c = regex.compile(self.rules[ri]["match"]["any"][ai]["regex"])
-            self._py_re[key] = c
+            c = self._py_re[key] = _py_compile(self.rules[ri]["match"]["any"][ai]["regex"])
         return c
 
     def _captures(self, ri: int, text: str) -> dict[str, str]:
         for ai in range(len(self.rules[ri]["match"]["any"])):
-            try:
-                m = self._py_regex(ri, ai).search(text, timeout=REGEX_TIMEOUT_S)
-            except TimeoutError:
-                continue
+            m = self._py_regex(ri, ai).search(text)      # time-bounded (see regexsafety.bounded_compile)
             if m:
                 return {k: v for k, v in m.groupdict().items() if v is not None}
         return {}
@@ -514,8 +514,7 @@ class Engine:
                     break
                 seg = self._doc_seg.get(pi)
                 if seg is not None:
-                    m = _py_compile(self.patterns[pi]).search(
-                        split_prefix(normalise_text(decode_line(seg)[0])).text, timeout=REGEX_TIMEOUT_S)
+                    m = _py_compile(self.patterns[pi]).search(split_prefix(normalise_text(decode_line(seg)[0])).text)
                     if m:
                         for k, v in m.groupdict().items():
                             if v is not None:
@@ -526,7 +525,7 @@ class Engine:
                 rank = int(caps["rank"])
             out.append(Finding(
                 rule_id=rule["id"], category=rule["category"], severity=rule["severity"], title=text["title"],
-                message=render_template(text["message"], caps), line=st.first_line, evidence=pre.text.strip()[:2000],
+                message=render_template(text["message"], caps), line=st.first_line, evidence=_redact.clip(pre.text.strip(), 2000),
                 rank=rank, count=st.count, captures=caps, cause=text["explain"]["why"],
                 explanation=text["explain"]["what"], fixes=[self._fix(f) for f in text["fixes"]], role=rule["role"],
                 confidence=rule["confidence"], priority=rule["priority"], last_line=st.last_line,
@@ -674,11 +673,11 @@ def _compile_set(patterns: list[str], mem: int) -> tuple[Any, int]:
 
 
 def _py_compile(pattern: str) -> Any:
+    """`pattern` on text for captures: stdlib `re` when it cannot backtrack badly, else `regex`
+    under a timeout (a timeout reads as no match); `regex` is imported only for such patterns."""
     c = _PY_CACHE.get(pattern)
     if c is None:
-        import regex
-
-        c = _PY_CACHE[pattern] = regex.compile(pattern)
+        c = _PY_CACHE[pattern] = bounded_compile(pattern)
     return c
 
 

@@ -5,11 +5,11 @@ No click here: colour is plain ANSI decided by the caller (`color=True/False`).
 from __future__ import annotations
 
 import json
-import re
 from importlib import import_module
 from typing import Any, Callable, Optional, TextIO
 
 from .findings import Finding, Report, reports_to_dict
+from .redact import redact, safe_reports
 from .verdict import next_line, status_word
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
@@ -18,24 +18,8 @@ RENDERERS: dict[str, Any] = {
     "github": "llmtriage.render_ci:render_github",
 }
 
-_SECRETS = [
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "hf_***"),
-    (re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}"), "sk-***"),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "AKIA***"),
-    (re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|\S+)"), r"\1\2***"),
-    (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1***"),
-    (re.compile(r"(https?://)[^/\s:@]+:[^/\s@]+@"), r"\1***:***@"),
-]
-
-
-def redact(text: str) -> str:
-    """Mask hub tokens, API keys and passwords in text shown to the user."""
-    for pat, repl in _SECRETS:
-        text = pat.sub(repl, text)
-    return text
-
-
 def redact_obj(obj: Any) -> Any:
+    """Mask credentials in every string of a JSON-like object."""
     if isinstance(obj, str):
         return redact(obj)
     if isinstance(obj, list):
@@ -45,7 +29,24 @@ def redact_obj(obj: Any) -> Any:
     return obj
 
 
+# Formats read on a terminal or parsed by the GitHub runner: control characters are neutralised too.
+TERMINAL_FORMATS = {"human", "github"}
+
+
 def get_renderer(fmt: str) -> Callable[..., None]:
+    """The renderer of `fmt`, behind the one choke point (`redact.safe_reports`): credentials masked
+    in every log-derived field before any renderer truncates, control characters neutralised for
+    terminal formats."""
+    inner = _get_renderer(fmt)
+    terminal = fmt in TERMINAL_FORMATS
+
+    def render(reports: list[Report], out: TextIO, **opts: Any) -> None:
+        inner(safe_reports(reports, terminal=terminal), out, **opts)
+
+    return render
+
+
+def _get_renderer(fmt: str) -> Callable[..., None]:
     if fmt == "json":
         return render_json
     if fmt == "human":

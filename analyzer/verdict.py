@@ -29,6 +29,7 @@ from typing import Any, Optional
 from .findings import ExceptionInfo, Finding, Report
 from .loader import builtin_rules_dir, load_data_files
 from .logparse import BENIGN_EXC
+from .redact import clip
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2
@@ -218,8 +219,8 @@ def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
         where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
     return Finding(
         rule_id="unknown", category="unknown", severity="warning" if benign else "error",
-        title=tr(u["title"], lang, type=exc.type)[:90], message=exc.headline[:500] + where, line=exc.line,
-        evidence=exc.headline[:2000], rank=exc.rank, captures={"type": exc.type}, role="cause",
+        title=tr(u["title"], lang, type=exc.type)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
+        evidence=clip(exc.headline, 2000), rank=exc.rank, captures={"type": exc.type}, role="cause",
         confidence="low", priority=0, cause=tr(u["cause"], lang), location=exc.user_frame,
         fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=exc.type)} for f in u["fixes"]],
     )
@@ -229,7 +230,7 @@ def _death_unknown(death: dict[str, Any], lang: Optional[str]) -> Finding:
     u = verdict_spec()["unknown"]
     return Finding(
         rule_id="unknown", category="unknown", severity="error", title=tr(u["death_title"], lang, name=death["name"])[:90],
-        message=death["evidence"][:500], line=death["line"], evidence=death["evidence"][:2000],
+        message=clip(death["evidence"], 500), line=death["line"], evidence=clip(death["evidence"], 2000),
         captures={"type": death["name"]}, role="cause", confidence="low", priority=0,
         cause=tr(u["death_cause"], lang),
         fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=death["name"])} for f in u["fixes"]],
@@ -243,7 +244,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, O
     gap = int(verdict_spec().get("progress_gap", 20))
     last_finish = scanner.last("finish")
     deaths = list(scanner.hits.get("death", ()))
-    deaths += [(e.line, "exception", e.headline[:300]) for e in exceptions
+    deaths += [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
                if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
     alive = sorted(d for d in deaths if last_finish < d[0] and scanner.last_progress <= d[0] + gap)
     if alive:

@@ -5,8 +5,10 @@ waits for its newline) and runs the normal engine over them plus up to 256 KiB o
 them, so `requires`/`unless` conditions and tracebacks that straddle two polls still resolve.
 A finding is reported once per rule id (per exception headline for `unknown`), with its line
 number in the whole file. Rotation (the path now names another file: the rest of the old one is
-read first) and truncation (the file got shorter) restart at the top of the new content; findings
-already reported stay reported.
+read first) and truncation restart at the top of the new content; findings already reported stay
+reported. Truncation is seen when the file got shorter, and also when a copytruncate rotation let
+it regrow past the old offset between two polls: the bytes just before the offset, or the first
+bytes of the file, are no longer the ones read (same inode, size not smaller).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .findings import Finding
 from .matcher import scan_bytes
 
 CONTEXT_BYTES = 256 * 1024
+SIG_BYTES = 64                # bytes remembered at the start of the file and before the offset
 READ_MAX = 8 << 20            # bytes read per step (a huge backlog is processed in pieces)
 PARTIAL_MAX = 1 << 20         # a "line" without a newline longer than this is processed anyway
 
@@ -44,6 +47,24 @@ class Follower:
     lines: int = 0            # complete lines consumed from the current file
     _first: bool = True
     _waiting: bool = False
+    head: bytes = b""         # the first SIG_BYTES of the file as read
+    sig: bytes = b""          # the SIG_BYTES read just before `pos`
+
+    def _pread(self, n: int, at: int) -> bytes:
+        assert self.fh is not None
+        if hasattr(os, "pread"):
+            return os.pread(self.fh.fileno(), n, at)
+        self.fh.seek(at)
+        return self.fh.read(n)
+
+    def _rewritten(self) -> bool:
+        """Same file and not shorter, but not the bytes we read: rewritten in place (copytruncate)."""
+        try:
+            if self.sig and self._pread(len(self.sig), self.pos - len(self.sig)) != self.sig:
+                return True
+            return bool(self.head) and self._pread(len(self.head), 0) != self.head
+        except OSError:
+            return False
 
     def _open(self) -> Optional[Event]:
         try:
@@ -58,12 +79,15 @@ class Follower:
         self._reset()
         if self._first and self.from_end:
             self.pos = fh.seek(0, os.SEEK_END)
+            self.head = self._pread(SIG_BYTES, 0)
+            self.sig = self._pread(min(SIG_BYTES, self.pos), self.pos - min(SIG_BYTES, self.pos))
         self._first = False
         self._waiting = False
         return None
 
     def _reset(self) -> None:
         self.pos = 0
+        self.head = self.sig = b""
         self.pending = b""
         self.context = b""
         self.lines = 0
@@ -97,7 +121,7 @@ class Follower:
                 if self.fh is not None:
                     events += self._drain()
             return events
-        if st is not None and st.st_size < self.pos:
+        if st is not None and (st.st_size < self.pos or self._rewritten()):
             events.append(Event("truncated", detail=self.path))
             self._reset()
         events += self._drain()
@@ -111,6 +135,9 @@ class Follower:
             data = self.fh.read(READ_MAX)
             if not data:
                 break
+            if len(self.head) < SIG_BYTES and self.pos == len(self.head):
+                self.head = (self.head + data)[:SIG_BYTES]
+            self.sig = (self.sig + data)[-SIG_BYTES:]
             self.pos += len(data)
             events += self._feed(data, final=False)
         if final and self.pending:

@@ -8,12 +8,20 @@
   are forwarded to that group (as a terminal does with Ctrl-C); when standard input is our
   terminal, the child's group is made the terminal's foreground group, so Ctrl-C reaches the job
   exactly once and a job that prompts can still read the terminal.
+* The child is tied to the wrapper: on Linux it gets SIGTERM when the wrapper dies, even by
+  SIGKILL (prctl PR_SET_PDEATHSIG), so a killed wrapper never leaves the job running.
+* Our own stdout going away (`llmtriage run -- job | head -1`) does not stop the job: SIGPIPE is
+  ignored in the wrapper (the child keeps the default), the pumps keep draining the child into
+  the log copy, and the diagnosis still goes to stderr. A grandchild that outlives the child and
+  keeps writing is drained quietly until the wrapper exits.
 * Exit status: the child's; 128+N when it was killed by signal N (137 for SIGKILL). When it is
   non-zero the log copy, plus one line naming the exit status, is triaged and the diagnosis is
   printed to stderr.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import io
 import os
 import signal
@@ -25,6 +33,18 @@ from typing import Any, BinaryIO, Callable, Optional, Sequence
 
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, n))
 _CHUNK = 65536
+PR_SET_PDEATHSIG = 1
+PDEATH_SIGNAL = signal.SIGTERM     # lets a launcher (torchrun) stop its own workers
+
+
+def _libc_prctl() -> Optional[Any]:
+    """libc's prctl on Linux, loaded before fork (nothing is loaded between fork and exec)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
 
 
 class _Chain(io.RawIOBase):
@@ -66,6 +86,7 @@ def _write_all(fd: int, data: bytes) -> bool:
 def _pump(src: BinaryIO, dst_fd: int, log: BinaryIO, lock: threading.Lock) -> None:
     fd = src.fileno()
     alive = True
+    logging = True
     while True:
         try:
             chunk = os.read(fd, _CHUNK)
@@ -77,8 +98,12 @@ def _pump(src: BinaryIO, dst_fd: int, log: BinaryIO, lock: threading.Lock) -> No
             break
         if alive:
             alive = _write_all(dst_fd, chunk)
-        with lock:
-            log.write(chunk)
+        if logging:
+            with lock:
+                try:
+                    log.write(chunk)
+                except (ValueError, OSError):    # the copy was closed (a grandchild outlived the
+                    logging = False              # child) or the disk is full: drain quietly
     try:
         src.close()
     except OSError:
@@ -129,9 +154,15 @@ def run_command(argv: Sequence[str], *, log_path: Optional[str] = None,
     tty = _tty_fd()
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    prctl = _libc_prctl()
+    parent = os.getpid()
 
     def child_setup() -> None:  # runs in the child between fork and exec
         os.setpgid(0, 0)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(PDEATH_SIGNAL), 0, 0, 0)
+            if os.getppid() != parent:          # the wrapper died before prctl took effect
+                os._exit(128 + int(PDEATH_SIGNAL))
         if tty is not None:
             _give_terminal(tty, os.getpgrp())
 
@@ -164,6 +195,8 @@ def run_command(argv: Sequence[str], *, log_path: Optional[str] = None,
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
+        if hasattr(signal, "SIGPIPE"):      # a closed stdout must not kill the wrapper (the child keeps SIG_DFL)
+            previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         for s in FORWARDED:
             try:
                 previous[s] = signal.signal(s, forward)

@@ -38,7 +38,7 @@ def test_a_cold_rule_cache_is_validated_outside_the_scanning_process(tmp_path):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, env=env)
         assert r.stderr.decode().rstrip().endswith("HEAVY="), (run, r.stderr.decode()[-500:])
         assert b'"cuda-oom"' in r.stdout, run
-    assert list((tmp_path / "cache").glob("rules-*.pickle"))
+    assert list((tmp_path / "cache").glob("rules-*.json"))
 
     from llmtriage import loader
 

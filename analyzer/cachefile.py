@@ -1,0 +1,120 @@
+"""Private, data-only cache files (the rule cache and the optional Hyperscan database cache).
+
+A cache file is trusted only if it cannot have been planted: the cache folder is created 0700
+whatever the umask (a folder of someone else is never used), a file is read only when it is a regular file
+(never through a symlink) owned by the current user and writable by nobody else, and every file
+carries a digest of its payload that is checked on read. Files are written atomically (a private
+temp file in the same folder, then rename). Nothing here deserialises code: callers store JSON
+and raw bytes (Hyperscan's own serialisation), never pickle.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Optional
+
+try:
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - CPython builds always have it
+    from hashlib import blake2b
+
+MAGIC = b"llmtriage-cache 1 "
+MAX_CACHE_BYTES = 64 << 20
+
+
+def digest(data: bytes) -> str:
+    return blake2b(data, digest_size=16).hexdigest()
+
+
+def cache_dir() -> Optional[Path]:
+    """The cache folder (LLMTRIAGE_CACHE_DIR, else $XDG_CACHE_HOME or ~/.cache, /llmtriage), or None."""
+    if os.environ.get("LLMTRIAGE_NO_CACHE"):
+        return None
+    if "LLMTRIAGE_CACHE_DIR" in os.environ:
+        return Path(os.environ["LLMTRIAGE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "llmtriage"
+
+
+def _private(st: os.stat_result) -> bool:
+    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
+    return st.st_uid == uid and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def ensure_dir(path: Path) -> bool:
+    """Create `path` 0700 (any umask); True if it is a folder of ours we may use. An existing folder
+    keeps its mode (LLMTRIAGE_CACHE_DIR may name a folder shared with other things): every file in
+    it is checked on its own (owner, mode, regular, digest)."""
+    try:
+        created = not path.exists()
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
+        if st.st_uid != uid:
+            return False                      # someone else's folder: never read or write there
+        if created and stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(path, 0o700)
+        return True
+    except OSError:
+        return False
+
+
+def read(path: Path) -> Optional[bytes]:
+    """The payload of cache file `path`, or None when missing, not ours, loose, foreign or corrupt."""
+    if not ensure_dir(path.parent):
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > MAX_CACHE_BYTES:
+            bad = True
+        else:
+            bad = False
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                blob = fh.read(MAX_CACHE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if bad:
+        remove(path)                          # refuse it; the caller rebuilds and rewrites it
+        return None
+    head, sep, payload = blob.partition(b"\n")
+    if not sep or not head.startswith(MAGIC) or head[len(MAGIC):].decode("ascii", "replace") != digest(payload):
+        remove(path)
+        return None
+    return payload
+
+
+def remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write(path: Path, payload: bytes) -> bool:
+    """Write `payload` (with its digest) to `path` atomically, mode 0600; False if it could not be."""
+    if not ensure_dir(path.parent):
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(MAGIC + digest(payload).encode() + b"\n")
+            fh.write(payload)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        remove(tmp)
+        return False
