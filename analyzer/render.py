@@ -30,7 +30,7 @@ def redact_obj(obj: Any) -> Any:
 
 
 # Formats read on a terminal or parsed by the GitHub runner: control characters are neutralised too.
-TERMINAL_FORMATS = {"human", "github"}
+TERMINAL_FORMATS = {"human", "github", "quiet"}
 
 
 def get_renderer(fmt: str) -> Callable[..., None]:
