@@ -358,15 +358,27 @@ class MetricTracker:
 
     def _skips(self, lines: bytes, view: bytes, line_base: int) -> None:
         """DeepSpeed `step=N, skipped=K` and Megatron `number of skipped iterations: K` lines."""
-        pos = view.find(b"skipped")
+        # DeepSpeed's counters are cumulative: only the block's last `skipped=` line matters
+        pos = view.rfind(b", skipped=")
+        while pos >= 0:
+            ls, le = self._line_bounds(view, pos)
+            got = parse_skips(view[ls:le])
+            if got is not None and got[0] == "ds":
+                self.ds_skips = (got[1], got[2], line_base + lines.count(b"\n", 0, ls))
+                break
+            pos = view.rfind(b", skipped=", 0, ls)
+        pos = view.find(b"skipped iterations")    # Megatron: every interval counts
         last_ls = -1
+        counted = nl = 0        # newlines before `counted`, counted incrementally (hits come in order)
         while pos >= 0:
             ls, le = self._line_bounds(view, pos)
             if ls != last_ls:
                 last_ls = ls
                 got = parse_skips(view[ls:le])
                 if got is not None:
-                    line = line_base + lines.count(b"\n", 0, ls)
+                    nl += lines.count(b"\n", counted, ls)
+                    counted = ls
+                    line = line_base + nl
                     kind, step, skipped, scale = got
                     if kind == "ds":
                         self.ds_skips = (step, skipped, line)
@@ -382,7 +394,7 @@ class MetricTracker:
                     if scale is not None:
                         self.last_scale = scale
                         self.min_scale = scale if self.min_scale is None else min(self.min_scale, scale)
-            pos = view.find(b"skipped", le)
+            pos = view.find(b"skipped iterations", le)
 
     def _overflows(self, lines: bytes, view: bytes, line_base: int) -> None:
         counted = 0
