@@ -163,7 +163,7 @@ def test_every_category_has_an_action_and_reasons_in_both_languages():
     for o in action_spec()["overrides"]:
         assert o["action"] in ACTIONS and o["reason"]["en"] and o["reason"]["zh"], o["id"]
         assert not set(o.get("categories", ())) - set(taxonomy), o["id"]
-    names = {m["name"] for m in verdict_spec()["markers"]}
+    names = {m["name"] for m in verdict_spec()["markers"]} | {m["kind"] for m in verdict_spec()["markers"]}
     for o in action_spec()["overrides"]:
         assert not set(o.get("seen", ())) - names, o["id"]
 
@@ -227,3 +227,12 @@ def test_kb_page_shows_the_default_action():
     page = rule_page(rs, rs.by_id["slurm-job-cancelled"])
     assert page["action"]["action"] == "retry"
     assert "Next: retry — " in render_rule_text(page)
+
+
+def test_native_crash_after_a_finished_run_is_a_shutdown_crash():
+    rep = llmtriage.analyze(FIX / "native-crash" / "segfault-at-exit-after-training.log")
+    top = rep.findings[0]
+    assert (top.category, top.severity, rep.extra["status"]) == ("native-crash", "error", "crashed")
+    assert "shutdown" in top.action_reason and "outputs are complete" in top.action_reason
+    step1 = llmtriage.analyze(FIX / "native-crash" / "sft-segfault-bitsandbytes-step1.log").findings[0]
+    assert step1.category == "native-crash" and "shutdown" not in step1.action_reason
