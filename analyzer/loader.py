@@ -261,7 +261,8 @@ def read_rule_text(path: Path) -> str:
         raise OSError(errno.EFBIG, f"too large (over {MAX_RULE_FILE} bytes)")
     return data.decode("utf-8")
 
-def load_taxonomy(path: Path) -> dict[str, str]:
+def _compose_data_file(path: Path) -> Any:
+    """A data file beside the rules (taxonomy, secrets), read like a rule file: one-line errors."""
     from .yamlpos import YamlSyntaxError, compose
 
     try:
@@ -270,6 +271,11 @@ def load_taxonomy(path: Path) -> dict[str, str]:
         raise RuleLoadError([f"{path}:{exc.line}:{exc.col}: {exc.problem}"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleLoadError([f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
+    return data
+
+
+def load_taxonomy(path: Path) -> dict[str, str]:
+    data = _compose_data_file(path)
     cats = data.get("categories") if isinstance(data, dict) else None
     if not isinstance(cats, dict) or not cats:
         raise RuleLoadError([f"{path}:1:1: taxonomy: expected a mapping 'categories:' of name -> description"])
@@ -326,14 +332,8 @@ def load_data_files(root: Path) -> dict[str, Any]:
 def load_secrets(path: Path) -> list[dict[str, Any]]:
     """The credential catalogue, rules/secrets.yaml (a list under `secrets:`), checked entry by entry."""
     from .redact import check_entry
-    from .yamlpos import YamlSyntaxError, compose
 
-    try:
-        data, _ = compose(read_rule_text(path))
-    except YamlSyntaxError as exc:
-        raise RuleLoadError([f"{path}:{exc.line}:{exc.col}: {exc.problem}"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleLoadError([f"{path}: cannot read: {exc}"]) from None
+    data = _compose_data_file(path)
     entries = data.get("secrets") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise RuleLoadError([f"{path}:1:1: expected a list 'secrets:' of credential patterns"])
