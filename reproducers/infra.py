@@ -8,6 +8,7 @@ privileges...) calls ``kit.skip(reason)`` and `verify` lists the scenario as ski
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -259,6 +260,9 @@ dist.destroy_process_group()
 """
 
 
+_STEP_RE = re.compile(r"\[rank(\d+)\] step (\d+)/")
+
+
 def _launch(script, env, echo, kill_after_step=None):
     """Run torchrun; with kill_after_step, send SIGTERM to the agent once every rank logged it."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
@@ -270,9 +274,12 @@ def _launch(script, env, echo, kill_after_step=None):
         if echo:
             sys.stdout.write(line)
             sys.stdout.flush()
-        if kill_after_step and not sent and f"step {kill_after_step}/" in line:
-            seen.add(line.split("]")[0])
-            if len(seen) >= 2:
+        if kill_after_step and not sent:
+            # two ranks share one pipe, so their lines can arrive glued together on one line:
+            # read every "[rankN] step K/" on it, and never wait past the step after the mark
+            steps = [(r, int(k)) for r, k in _STEP_RE.findall(line)]
+            seen.update(r for r, k in steps if k >= kill_after_step)
+            if len(seen) >= 2 or any(k > kill_after_step for _, k in steps):
                 proc.send_signal(signal.SIGTERM)   # what Slurm / Kubernetes send on preemption
                 sent = True
     return proc.wait(), lines
