@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Optional, Union
 
-from .errors import EmptyInputError, InputError, LlmtriageError, RuleLoadError
-from .findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
+from llmtriage.errors import EmptyInputError, InputError, LlmtriageError, RuleLoadError
+from llmtriage.findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
 
 if TYPE_CHECKING:
-    from .matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
-__version__ = "0.1.0"
+from llmtriage.version import __version__
 __all__ = ["analyze", "triage", "scan_source", "get_engine", "load_rules", "Report", "Finding", "ExceptionInfo", "Frame", "Engine",
            "LlmtriageError", "InputError", "RuleLoadError", "reports_to_dict", "__version__"]
 
@@ -32,14 +32,14 @@ _SNIFF = 8192
 
 def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache: bool = True):
     """The built-in rules plus `extra_dirs`, validated (raises RuleLoadError listing every problem)."""
-    from .loader import load_ruleset
+    from llmtriage.ruleset.loader import load_ruleset
 
     return load_ruleset(tuple(extra_dirs), use_cache=use_cache)
 
 
 def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "auto",
                disabled: Iterable[str] = ()) -> "Engine":
-    from .matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     if rules is None or isinstance(rules, (list, tuple)):
         extra = tuple(str(d) for d in (rules or ()))
@@ -255,7 +255,7 @@ triage = analyze
 
 def __getattr__(name: str) -> Any:
     if name == "Engine":
-        from .matcher import Engine
+        from llmtriage.engine.matcher import Engine
 
         return Engine
     raise AttributeError(name)

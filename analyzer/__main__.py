@@ -1,3 +1,3 @@
-from .cli import main
+from llmtriage.cli.app import main
 
 raise SystemExit(main())

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover
 
 with atheris.instrument_imports():
     from llmtriage import InputError, scan_source
-    from llmtriage.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
+    from llmtriage.engine.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
                                     split_prefix)
 
 ENGINE = None
@@ -87,7 +87,7 @@ def main() -> None:
         ENGINE = get_engine()
     if "--differential" in sys.argv:
         from llmtriage import load_rules
-        from llmtriage.matcher import Engine, LiteralSet
+        from llmtriage.engine.matcher import Engine, LiteralSet
 
         rules = load_rules()
         ENGINE = Engine(rules, mode="reference")

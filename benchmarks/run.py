@@ -747,7 +747,7 @@ def main() -> int:
         osize = max(50.0, size / 5)
         f = big if osize >= real_mb else truncate_copy(big, work / f"train-{size:g}mb-s{args.seed}-rules.log", osize)
         warm(f)
-        code = ("import sys,time;from llmtriage import load_rules,scan_source;from llmtriage.matcher import Engine;"
+        code = ("import sys,time;from llmtriage import load_rules,scan_source;from llmtriage.engine.matcher import Engine;"
                 "e=Engine(load_rules(),observers=None if sys.argv[1]=='on' else []);"
                 "scan_source(e,sys.argv[2].encode()*0+b'x\\n');t=time.perf_counter();scan_source(e,sys.argv[2]);"
                 "print(time.perf_counter()-t)")

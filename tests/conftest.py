@@ -57,7 +57,7 @@ def ruleset():
 
 @pytest.fixture(scope="session")
 def engine(ruleset):
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     return Engine(ruleset)
 

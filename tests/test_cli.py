@@ -124,7 +124,7 @@ def test_200mb_line_without_newline_bounded_memory(tmp_path):
                  b"capacity of 8.00 GiB of which 0 bytes is free.")
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child forked from a big pytest
     # process (torch imported by other test modules) would report the parent's size.
-    code = ("import re, sys\nfrom llmtriage.cli import main\nrc = main(['--format', 'json', sys.argv[1]])\n"
+    code = ("import re, sys\nfrom llmtriage.cli.app import main\nrc = main(['--format', 'json', sys.argv[1]])\n"
             "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
             "sys.stderr.write('MAXRSS=%s\\n' % hwm)\nsys.exit(rc)\n")
     r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, timeout=300)
@@ -230,7 +230,7 @@ def test_every_engine_gives_the_same_json(cli, oom_log, tmp_path, engine):
 
 def test_engine_errors_are_one_line_usage_errors(oom_log, tmp_path):
     # an engine whose optional package is missing: the import is made to fail in the child
-    code = ("import sys; sys.modules['hyperscan'] = None; from llmtriage.cli import main; "
+    code = ("import sys; sys.modules['hyperscan'] = None; from llmtriage.cli.app import main; "
             f"sys.argv = ['llmtriage', 'triage', '--engine', 'hyperscan', {str(oom_log)!r}]; sys.exit(main())")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert r.returncode == 2 and b"Traceback" not in r.stderr

@@ -57,7 +57,7 @@ def test_every_rule_is_top_of_a_fixture(engine, ruleset):
 @pytest.mark.parametrize("mode", ["auto", "literal-set", "python", "hyperscan"])
 def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
     """literal-set: the thrash fallback (LiteralSet) answers every block, confirmed line by line."""
-    from llmtriage.matcher import Engine, LiteralSet, _re2
+    from llmtriage.engine.matcher import Engine, LiteralSet, _re2
 
     if mode == "hyperscan":
         pytest.importorskip("hyperscan")

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 import llmtriage
-from llmtriage.cli import main
-from llmtriage.fleet import FIELDS, expand_sources, rows, run, texts, triage_item, write_parquet
-from llmtriage.fleet_summary import summarize, template_regex
-from llmtriage.jobs import analyze_job, template_of
+from llmtriage.cli.app import main
+from llmtriage.fleet.run import FIELDS, expand_sources, rows, run, texts, triage_item, write_parquet
+from llmtriage.fleet.summary import summarize, template_regex
+from llmtriage.job.analysis import analyze_job, template_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
@@ -182,7 +182,7 @@ def test_cli_json_summary(tmp_path, capsys):
 def test_core_install_never_imports_the_fleet_extra(tmp_path):
     p = tmp_path / "x.log"
     p.write_text(OOM)
-    code = ("import sys\nfrom llmtriage.cli import main\nimport llmtriage.fleet, llmtriage.fleet_summary\n"
+    code = ("import sys\nfrom llmtriage.cli.app import main\nimport llmtriage.fleet.run, llmtriage.fleet.summary\n"
             f"main(['--format', 'json', {str(p)!r}])\n"
             "sys.stderr.write('HEAVY=' + ','.join(m for m in ('ray', 'pyarrow', 'fsspec') if m in sys.modules))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
@@ -192,7 +192,7 @@ def test_core_install_never_imports_the_fleet_extra(tmp_path):
 def test_ray_absent_is_a_one_line_error_naming_the_extra(tmp_path):
     p = tmp_path / "x.log"
     p.write_text(OOM)
-    code = ("import sys\nsys.modules['ray'] = None\nfrom llmtriage.cli import main\n"
+    code = ("import sys\nsys.modules['ray'] = None\nfrom llmtriage.cli.app import main\n"
             f"sys.exit(main(['fleet', '--engine', 'ray', {str(p)!r}]))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     err = r.stderr.decode().strip()
@@ -240,7 +240,7 @@ def test_fsspec_memory_filesystem_as_a_source():
 def test_ray_engine_gives_the_local_rows(tmp_path):
     import ray
 
-    from llmtriage.fleet import triage_dataset
+    from llmtriage.fleet.run import triage_dataset
 
     d = _fleet_dir(tmp_path)
     items = expand_sources([str(d)])

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from llmtriage.errors import InputError
-from llmtriage.flight_recorder import DumpRefused, analyze_dumps, find_dumps, load_dump
-from llmtriage.jobs import analyze_job
+from llmtriage.detect.flight_recorder import DumpRefused, analyze_dumps, find_dumps, load_dump
+from llmtriage.job.analysis import analyze_job
 
 FR = Path(__file__).resolve().parents[1] / "fixtures" / "jobs" / "fr"
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmtriage import loader
+from llmtriage.ruleset import loader
 from llmtriage.findings import ExceptionInfo, Finding, Frame, Report
-from llmtriage.redact import clip, neutralise, redact
-from llmtriage.render import get_renderer
+from llmtriage.report.redact import clip, neutralise, redact
+from llmtriage.report.render import get_renderer
 
 
 
@@ -63,7 +63,7 @@ def test_planted_or_tampered_cache_is_refused_and_rebuilt(tmp_path: Path) -> Non
     data = json.loads(body)
     data["data"]["rules"] = []                                  # "a well-formed cache with no rules"
     forged = json.dumps(data).encode()
-    from llmtriage.cachefile import MAGIC, digest
+    from llmtriage.ruleset.cachefile import MAGIC, digest
 
     for blob in (MAGIC + digest(forged).encode() + b"\n" + forged,     # right digest, no rules
                  head + b"\n" + body.replace(b"cuda-oom", b"cuda-xxx"),  # wrong digest
@@ -176,7 +176,7 @@ def test_exponential_pattern_rejected_by_validate() -> None:
 
 @pytest.mark.parametrize("mode", ["python", "re2", "reference"])
 def test_backtracking_not_pattern_is_time_bounded(ruleset, mode: str) -> None:
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     rule = dict(ruleset.by_id["torch-cuda-oom"])
     rule["match"] = dict(rule["match"], **{"not": [{"name": "evil", "regex": "(x|xx)+y"}]})
@@ -342,7 +342,7 @@ def test_std_stream_problems_give_one_line(tmp_path: Path, case: str) -> None:
 
 
 def _feed(lines: list[str]):
-    from llmtriage.logparse import TracebackParser
+    from llmtriage.engine.logparse import TracebackParser
 
     p = TracebackParser()
     for i, line in enumerate(lines, 1):
@@ -351,7 +351,7 @@ def _feed(lines: list[str]):
 
 
 def test_frames_kept_per_report_not_per_exception() -> None:
-    from llmtriage.logparse import FRAMES_KEEP
+    from llmtriage.engine.logparse import FRAMES_KEEP
 
     lines: list[str] = []
     for i in range(600):
@@ -368,7 +368,7 @@ def test_frames_kept_per_report_not_per_exception() -> None:
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 400))
 def test_chain_bounded_first_and_last_with_count(n: int) -> None:
-    from llmtriage.logparse import CHAIN_KEEP
+    from llmtriage.engine.logparse import CHAIN_KEEP
 
     lines: list[str] = []
     for i in range(n):
@@ -401,7 +401,7 @@ def test_long_chain_parses_in_linear_time() -> None:
 
 
 def test_diff_flag_tables_bounded_and_say_so(tmp_path: Path) -> None:
-    from llmtriage import jobs
+    from llmtriage.job import analysis as jobs
 
     bad = tmp_path / "bad.log"
     with bad.open("w") as fh:
@@ -423,7 +423,7 @@ def test_diff_flag_tables_bounded_and_say_so(tmp_path: Path) -> None:
 
 
 def test_watch_sees_copytruncate_that_regrew_past_the_offset(tmp_path: Path, engine) -> None:
-    from llmtriage.watch import Follower
+    from llmtriage.workflows.watch import Follower
 
     log = tmp_path / "train.log"
     log.write_text("".join(f"step {i} loss 2.0 lr 1e-4\n" for i in range(200)))
@@ -444,7 +444,7 @@ def test_watch_sees_copytruncate_that_regrew_past_the_offset(tmp_path: Path, eng
 
 
 def test_watch_append_is_not_a_truncation(tmp_path: Path, engine) -> None:
-    from llmtriage.watch import Follower
+    from llmtriage.workflows.watch import Follower
 
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 2.0\n")
@@ -518,7 +518,7 @@ def test_run_child_dies_with_a_killed_wrapper(tmp_path: Path) -> None:
 
 def _set_form_reference(pattern: str) -> tuple[str, bool]:
     """The character-by-character set_form this module's faster one replaced (the oracle)."""
-    from llmtriage.matcher import relax_bounds
+    from llmtriage.engine.matcher import relax_bounds
 
     out: list[str] = []
     exact = pattern.isascii()
@@ -553,7 +553,7 @@ def _set_form_reference(pattern: str) -> tuple[str, bool]:
 
 
 def test_set_form_same_as_reference_on_every_rule(ruleset) -> None:
-    from llmtriage.matcher import set_form
+    from llmtriage.engine.matcher import set_form
 
     pats = {p["regex"] for r in ruleset.rules for k in ("any", "not", "requires", "unless") for p in r["match"][k]}
     assert all(set_form(p) == _set_form_reference(p) for p in pats)
@@ -562,6 +562,6 @@ def test_set_form_same_as_reference_on_every_rule(ruleset) -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.text(st.sampled_from(list("[]^\\sSdw{}0,9ab.é-")), max_size=40))
 def test_set_form_same_as_reference_on_any_text(pattern: str) -> None:
-    from llmtriage.matcher import set_form
+    from llmtriage.engine.matcher import set_form
 
     assert set_form(pattern) == _set_form_reference(pattern)

@@ -10,7 +10,8 @@ import importlib.util
 
 import pytest
 
-from llmtriage import reproducers, verify as V
+from llmtriage.workflows import verify as V
+from llmtriage import reproducers
 from llmtriage.reproducers import RunResult
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.jobs import analyze_job, diff_runs, parse_time, rank_from_name, template_of
+from llmtriage.job.analysis import analyze_job, diff_runs, parse_time, rank_from_name, template_of
 
 
 
@@ -137,7 +137,7 @@ def test_lines_around_reads_the_tail_like_the_whole_file(tmp_path, trailing_newl
     a full streaming read returns, with long lines straddling the 64 KiB read steps."""
     import random
 
-    from llmtriage.jobs import TIME_WINDOW as W, lines_around
+    from llmtriage.job.analysis import TIME_WINDOW as W, lines_around
 
     rng = random.Random(3)
     lines = [f"{i} " + "x" * rng.choice([0, 5, 80, 3000, 70_000]) for i in range(1, 900)]

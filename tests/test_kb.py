@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.kb import (REQUIRED_RULE_SECTIONS, SearchIndex, build_site, category_page, check_site, load_verified,
+from llmtriage.kb.search import (REQUIRED_RULE_SECTIONS, SearchIndex, build_site, category_page, check_site, load_verified,
                           render_rule_text, rule_page, tokens, verification)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def test_cli_search_reads_a_pasted_traceback_from_stdin(cli):
 def test_search_path_imports_no_yaml_or_pydantic(tmp_path):
     env = dict(os.environ, LLMTRIAGE_CACHE_DIR=str(tmp_path))
     env.pop("LLMTRIAGE_NO_CACHE", None)
-    code = ("import sys\nfrom llmtriage.cli import main\nmain(['kb', 'search', '--format', 'json', 'loss nan'])\n"
+    code = ("import sys\nfrom llmtriage.cli.app import main\nmain(['kb', 'search', '--format', 'json', 'loss nan'])\n"
             "sys.stderr.write('HEAVY=' + ','.join(m for m in ('yaml', 'pydantic', 'torch', 'transformers') "
             "if m in sys.modules))\n")
     subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=120)   # warm the cache

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.kb import CATEGORY_TAGS, CATEGORY_ZH, SYNONYMS, SearchIndex, has_cjk
-from llmtriage.kbwords import kb_words_path, parse_kb_words
+from llmtriage.kb.search import CATEGORY_TAGS, CATEGORY_ZH, SYNONYMS, SearchIndex, has_cjk
+from llmtriage.kb.words import kb_words_path, parse_kb_words
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.literals import MIN_LITERAL, required_literals
+from llmtriage.engine.literals import MIN_LITERAL, required_literals
 
 ROOT = Path(__file__).resolve().parents[1]
 

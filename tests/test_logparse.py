@@ -1,6 +1,6 @@
 import io
 
-from llmtriage.logparse import (MAX_LINE, TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
+from llmtriage.engine.logparse import (MAX_LINE, TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
                                 split_prefix)
 
 
@@ -130,7 +130,7 @@ def test_exceptions_not_named_error_are_found_after_frames_but_logger_lines_are_
 
 
 def test_user_frame_skips_cython_frozen_and_library_frames():
-    from llmtriage.logparse import TracebackParser
+    from llmtriage.engine.logparse import TracebackParser
 
     text = '''Traceback (most recent call last):
   File "/home/u/proj/train.py", line 88, in <module>

@@ -8,11 +8,11 @@ import tracemalloc
 
 import pytest
 
-from llmtriage import metric_detect as D
-from llmtriage import metric_parse as P
-from llmtriage import metrics as M
+from llmtriage.detect import metric_detect as D
+from llmtriage.detect import metric_parse as P
+from llmtriage.detect import metrics as M
 from llmtriage import scan_source
-from llmtriage.logparse import iter_blocks, match_view
+from llmtriage.engine.logparse import iter_blocks, match_view
 
 
 @pytest.mark.parametrize("line, expect", [
@@ -161,7 +161,7 @@ def test_thresholds_from_env_and_configure():
 
 
 def test_findings_through_the_engine_en_and_zh(ruleset):
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     text = "".join(f"step={s} loss=10.3716 grad_norm=0.0 lr=2e-4\n" for s in range(10, 200, 10))
     rep = scan_source(Engine(ruleset), text)
@@ -213,9 +213,9 @@ def test_big_log_is_sampled_in_bounded_memory(engine):
 
 def test_detector_texts_are_complete():
     """rules/detectors.yaml: every anomaly kind in both languages, same placeholders and fix count."""
-    from llmtriage.loader import template_names
-    from llmtriage.metric_detect import RULE_IDS
-    from llmtriage.metric_findings import detector_texts
+    from llmtriage.ruleset.loader import template_names
+    from llmtriage.detect.metric_detect import RULE_IDS
+    from llmtriage.detect.metric_findings import detector_texts
 
     texts = detector_texts()
     assert set(texts) == set(RULE_IDS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from llmtriage import scan_source
-from llmtriage.phase import PHASES, classify_bar
+from llmtriage.detect.phase import PHASES, classify_bar
 
 TB = ("Traceback (most recent call last):\n  File \"/home/u/train.py\", line 88, in <module>\n    main()\n")
 
@@ -68,7 +68,7 @@ def test_bar_labels():
 def test_json_and_human_output_carry_phase_and_step(engine):
     import io
 
-    from llmtriage.render import render_human, render_json
+    from llmtriage.report.render import render_human, render_json
 
     rep = scan_source(engine, CASES["training"][0])
     out = io.StringIO()

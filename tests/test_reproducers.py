@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from llmtriage import reproducers, verify as V
+from llmtriage.workflows import verify as V
+from llmtriage import reproducers
 
 HAVE_REPRO = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "tokenizers"))
 needs_repro = pytest.mark.skipif(not HAVE_REPRO, reason="torch/transformers not installed (llmtriage[repro])")
@@ -25,7 +26,7 @@ CUDA_SCENARIOS = [s for s in reproducers.all_scenarios() if "cuda" in s.devices]
 
 # ------------------------------------------------------------------ no torch needed
 def test_import_does_not_load_torch():
-    code = ("import sys, llmtriage.reproducers as r, llmtriage.verify; r.all_scenarios(); "
+    code = ("import sys, llmtriage.reproducers as r, llmtriage.workflows.verify; r.all_scenarios(); "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -104,7 +105,7 @@ def test_verified_file_is_generated_not_handwritten():
 def test_cli_list():
     from click.testing import CliRunner
 
-    from llmtriage.cli_verify import verify
+    from llmtriage.cli.verify import verify
 
     res = CliRunner().invoke(verify, ["--list", "--format", "json"])
     assert res.exit_code == 0, res.output

@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from llmtriage import InputError, scan_source
-from llmtriage.matcher import scan_bytes
-from llmtriage.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
+from llmtriage.engine.matcher import scan_bytes
+from llmtriage.engine.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
                                 split_prefix)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,7 +188,7 @@ _FAST = {
 
 
 def _fast_engine(ruleset, config):
-    from llmtriage.matcher import Engine, _re2
+    from llmtriage.engine.matcher import Engine, _re2
 
     if config == "hyperscan":
         pytest.importorskip("hyperscan")
@@ -199,7 +199,7 @@ def _fast_engine(ruleset, config):
 
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path, config):
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     log = _bench_module().generate_log(tmp_path / "bench.log", 2, seed=11)
     fast, ref = _fast_engine(ruleset, config), Engine(ruleset, mode="reference")
@@ -211,7 +211,7 @@ def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_pa
 
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, config):
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     log = _bench_module().every_line_hit(tmp_path / "hits.log", 2)
     if config == "tiny-dfa-cache-never-left":   # a thrashing cache scans ~50 KB/s: 256 KiB of it will do
@@ -227,7 +227,7 @@ def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path,
     """Counted, not timed: with every window judged "thrashing", the scan leaves the Set (dropping it
     and its DFA cache), compiles it afresh when it comes back after LITERAL_STAY bytes, leaves again
     and then stays away 4x longer; findings stay exact."""
-    from llmtriage import matcher
+    from llmtriage.engine import matcher
 
     if matcher._re2 is None:
         pytest.skip("google-re2 not installed")
@@ -248,7 +248,7 @@ def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path,
 
 
 def test_a_rule_set_too_big_for_any_set_budget_takes_the_literal_gated_path(ruleset, monkeypatch):
-    from llmtriage import matcher
+    from llmtriage.engine import matcher
 
     if matcher._re2 is None:
         pytest.skip("google-re2 not installed")
@@ -286,7 +286,7 @@ _SECRET_UNKNOWN = (
 @pytest.mark.parametrize("fmt", ["human", "json", "sarif", "github"])
 @pytest.mark.parametrize("log", [_SECRET_LOG, _SECRET_UNKNOWN], ids=["rule-hit", "unknown-exception"])
 def test_secrets_are_redacted_in_every_format(cli, tmp_path, fmt, log):
-    if fmt in ("sarif", "github") and importlib.util.find_spec("llmtriage.render_ci") is None:
+    if fmt in ("sarif", "github") and importlib.util.find_spec("llmtriage.report.render_ci") is None:
         pytest.skip("CI renderers not present")
     p = tmp_path / "secret.log"
     p.write_text(log, encoding="utf-8")
@@ -302,7 +302,7 @@ def test_secrets_are_redacted_in_every_format(cli, tmp_path, fmt, log):
 
 
 def test_redact_patterns():
-    from llmtriage.render import redact
+    from llmtriage.report.render import redact
 
     for name, s in SECRETS.items():
         text = f"x password={s} y" if name == "password" else f"x {s} y"
@@ -397,8 +397,8 @@ def test_a_requires_pattern_that_hits_every_block_is_located_only_once(ruleset, 
     frequent one (a step-line shape) must not send every block through bisection."""
     import copy
 
-    from llmtriage.loader import RuleSet
-    from llmtriage.matcher import Engine
+    from llmtriage.ruleset.loader import RuleSet
+    from llmtriage.engine.matcher import Engine
 
     rules = copy.deepcopy(ruleset.rules)
     rule = next(r for r in rules if r["id"] == "torch-cuda-oom")
@@ -436,7 +436,7 @@ def test_the_set_form_of_a_pattern_agrees_with_the_stdlib_bytes_pattern(pattern)
     """Found by the differential fuzzer: an invalid UTF-8 byte inside a `[^\\n]{0,120}` gap hid a
     device-side assert from the RE2 Set (UTF-8 mode). The Set is Latin-1 now, `\\s` takes the
     vertical tab as Python's does, and what still differs is flagged inexact (confirmed per line)."""
-    from llmtriage.matcher import _compile_set, _re2, set_form
+    from llmtriage.engine.matcher import _compile_set, _re2, set_form
 
     if _re2 is None:
         pytest.skip("google-re2 not installed")
@@ -449,7 +449,7 @@ def test_the_set_form_of_a_pattern_agrees_with_the_stdlib_bytes_pattern(pattern)
 
 
 def test_an_invalid_byte_inside_a_gap_does_not_hide_a_hit(ruleset):
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     line = (b"/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1422: indexSelectLargeIndex: block: [311,0\xff\xff,0], "
             b"thread: [32,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n")

@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 import llmtriage
-from llmtriage.loader import builtin_rules_dir
-from llmtriage.testing import iter_examples, run_example, schema_text
+from llmtriage.ruleset.loader import builtin_rules_dir
+from llmtriage.workflows.testing import iter_examples, run_example, schema_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TAXONOMY = ROOT.parent / "shared" / "taxonomy.yaml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import llmtriage
-from llmtriage.jobs import analyze_job
-from llmtriage.stalls import pick_frame
+from llmtriage.job.analysis import analyze_job
+from llmtriage.detect.stalls import pick_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 FR = ROOT / "fixtures" / "jobs" / "fr"

@@ -1,4 +1,4 @@
-"""throughput-low: step-time / GPU-use parsing and detection (analyzer/throughput.py)."""
+"""throughput-low: step-time / GPU-use parsing and detection (analyzer/detect/throughput.py)."""
 from __future__ import annotations
 
 import io
@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from llmtriage import metrics as M
+from llmtriage.detect import metrics as M
 from llmtriage import scan_source
-from llmtriage.logparse import iter_blocks, match_view
-from llmtriage.throughput import ThroughputTracker
+from llmtriage.engine.logparse import iter_blocks, match_view
+from llmtriage.detect.throughput import ThroughputTracker
 
 
 def _run(text: str, train_start=1, **th):
@@ -119,7 +119,7 @@ def test_vllm_slow_decode_interrupted_with_eager_mode():
 
 
 def test_finding_through_the_engine_en_and_zh(ruleset):
-    from llmtriage.matcher import Engine
+    from llmtriage.engine.matcher import Engine
 
     text = _megatron(lambda i: 1400.0 if i < 600 else 3600.0)
     text += "slurmstepd: error: *** JOB 81234 ON node-3 CANCELLED AT 2024-08-01T06:00:12 DUE TO TIME LIMIT ***\n"
@@ -134,7 +134,7 @@ def test_finding_through_the_engine_en_and_zh(ruleset):
 
 
 def test_thresholds_from_the_project_config(tmp_path, monkeypatch):
-    from llmtriage.config import load_settings
+    from llmtriage.cli.config import load_settings
     from llmtriage.errors import ConfigError
 
     monkeypatch.delenv("LLMTRIAGE_NO_CONFIG", raising=False)

@@ -10,8 +10,8 @@ import yaml
 
 import llmtriage
 from llmtriage.findings import Finding
-from llmtriage.render import render_human, render_json
-from llmtriage.verdict import ACTIONS, action_for, action_spec, verdict_spec
+from llmtriage.report.render import render_human, render_json
+from llmtriage.detect.verdict import ACTIONS, action_for, action_spec, verdict_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
@@ -221,7 +221,7 @@ def test_human_next_line(lang, label, word):
 
 
 def test_kb_page_shows_the_default_action():
-    from llmtriage.kb import render_rule_text, rule_page
+    from llmtriage.kb.search import render_rule_text, rule_page
 
     rs = llmtriage.load_rules()
     page = rule_page(rs, rs.by_id["slurm-job-cancelled"])

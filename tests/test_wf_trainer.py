@@ -27,7 +27,7 @@ class _Data(torch.utils.data.Dataset):
 
 
 def _train(tmp_path, labels: str, action: str, max_steps: int = 12, poison_at: int = 0):
-    from llmtriage.integrations import LlmtriageCallback
+    from llmtriage.workflows.integrations import LlmtriageCallback
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

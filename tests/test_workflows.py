@@ -49,7 +49,7 @@ def proj(tmp_path):
 # ------------------------------------------------------------------------------ configuration
 
 def test_config_pyproject_found_upward_and_resolved(proj, monkeypatch):
-    from llmtriage.config import load_settings
+    from llmtriage.cli.config import load_settings
 
     monkeypatch.delenv("LLMTRIAGE_NO_CONFIG", raising=False)
     (proj / "team-rules").mkdir()
@@ -71,14 +71,14 @@ def test_config_pyproject_found_upward_and_resolved(proj, monkeypatch):
     assert s["disable"] == ["trainer-loss-nan"] and s["min_severity"] == "warning" and s["lang"] == "zh"
     assert s["config_file"] == str(proj / "pyproject.toml") and "baseline_filter" not in s
     # the minimal parser used on Python 3.10 without tomli reads the same table
-    from llmtriage.config import _mini_toml, parse_settings
+    from llmtriage.cli.config import _mini_toml, parse_settings
 
     raw = _mini_toml((proj / "pyproject.toml").read_text(), proj / "pyproject.toml")
     assert parse_settings(proj / "pyproject.toml", raw["tool"]["llmtriage"]) == s
 
 
 def test_config_yaml_wins_and_search_stops_at_git_root(proj, monkeypatch):
-    from llmtriage.config import load_settings
+    from llmtriage.cli.config import load_settings
 
     (proj / ".llmtriage.yaml").write_text("min_severity: error\n")
     (proj / "pyproject.toml").write_text("[tool.llmtriage]\nmin_severity = 'info'\n")
@@ -100,7 +100,7 @@ def test_config_yaml_wins_and_search_stops_at_git_root(proj, monkeypatch):
     ("engine: pcre\n", "engine"),
 ])
 def test_config_errors_name_file_and_key(proj, text, key):
-    from llmtriage.config import load_settings
+    from llmtriage.cli.config import load_settings
 
     (proj / ".llmtriage.yaml").write_text(text)
     with pytest.raises(ConfigError) as ei:
@@ -110,7 +110,7 @@ def test_config_errors_name_file_and_key(proj, text, key):
 
 
 def test_config_error_in_pyproject_names_table(proj):
-    from llmtriage.config import load_settings
+    from llmtriage.cli.config import load_settings
 
     (proj / "pyproject.toml").write_text("[tool.llmtriage]\nseverity = 'error'\n")
     with pytest.raises(ConfigError, match=r"pyproject.toml: \[tool.llmtriage\] unknown key 'severity'"):
@@ -152,7 +152,7 @@ def test_baseline_acknowledges_known_findings_only(proj):
 
 
 def test_baseline_file_errors(proj):
-    from llmtriage.baseline import load_baseline
+    from llmtriage.report.baseline import load_baseline
 
     p = proj / "b.json"
     p.write_text("{\"version\": 1, \"findings\": [{\"file\": 1}]}")
@@ -368,7 +368,7 @@ def test_watch_follows_a_growing_rotated_and_truncated_file(tmp_path):
 
 
 def test_watch_unit_partial_lines_context_and_from_end(tmp_path, engine):
-    from llmtriage.watch import Follower
+    from llmtriage.workflows.watch import Follower
 
     p = tmp_path / "a.log"
     p.write_text("boot\n")
@@ -425,7 +425,7 @@ def test_env_without_torch(tmp_path):
 
 
 def test_env_problems_map_to_rules(engine):
-    from llmtriage.envdoctor import diagnose
+    from llmtriage.workflows.envdoctor import diagnose
 
     env = {
         "torch": {"version": "2.4.0+cu124", "cuda_build": "12.4", "is_available": True, "arch_list": ["sm_80", "sm_90"],
@@ -468,7 +468,7 @@ def test_pre_commit_hooks_file():
 
 def test_integrations_import_without_transformers():
     code = ("import sys; sys.modules['transformers'] = None\n"
-            "import llmtriage.integrations as m\n"
+            "import llmtriage.workflows.integrations as m\n"
             "w = m.MetricWatcher()\n"
             "print([f.rule_id for f in w.feed({'loss': float('nan'), 'grad_norm': float('nan'), 'epoch': 0.1}, 3)])\n"
             "try:\n    m.LlmtriageCallback\nexcept ImportError:\n    print('no transformers')\n")

@@ -1,0 +1,313 @@
+"""Detectors over a `MetricTracker`'s series: NaN (shown or hidden as 0), fp16 overflow and skipped
+optimizer steps, flat loss, zero gradients, zero learning rate, repeating epochs, fast fall and
+collapse to zero, spikes. Each returns `Anomaly` records; `metric_findings` turns them into findings
+with the texts of rules/detectors.yaml. Thresholds: `metrics.Thresholds` (docs/METRICS.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from llmtriage.detect.metric_parse import Record
+from llmtriage.detect.metrics import MetricTracker, finite
+
+
+@dataclass
+class Anomaly:
+    kind: str            # a key of RULE_IDS
+    category: str
+    severity: str
+    line: int
+    last_line: int
+    step: Optional[int]
+    count: int
+    numbers: dict[str, Any]
+    priority: Optional[int] = None      # overrides PRIORITY[kind] when context changes the ranking
+
+
+RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero", "overflow": "metric-fp16-overflow",
+            "no_step": "metric-fp16-no-step", "lr_zero_fp16": "metric-fp16-lr-never-stepped",
+            "flat": "metric-flat-loss", "zero_grad": "metric-zero-grad", "lr_zero": "metric-zero-lr",
+            "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
+            "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
+            "throughput": "metric-throughput-low"}
+PRIORITY = {"nan": 58, "nan_hidden": 57, "overflow": 50, "no_step": 52, "lr_zero_fp16": 51, "flat": 45,
+            "zero_grad": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
+            "throughput": 20}
+
+
+def fmt(x: Optional[float]) -> str:
+    if x is None:
+        return "?"
+    if not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def _median(xs: list[float]) -> float:
+    d = sorted(xs)
+    n = len(d)
+    return d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+
+
+def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
+    if t.first_nonfinite is None:
+        return []
+    th = t.th
+    r = t.first_nonfinite
+    last = recs[-1] if recs else r
+    last_bad = (last.loss is not None and not math.isfinite(last.loss)) or (
+        last.grad_norm is not None and not math.isfinite(last.grad_norm))
+    which = "loss" if r.loss is not None and not math.isfinite(r.loss) else "grad_norm"
+    value = r.loss if which == "loss" else r.grad_norm
+    sev = "error" if (t.nonfinite >= th.nan_error_min or last_bad) else "warning"
+    lf = t.last_finite if t.last_finite is not None and t.last_finite.line < r.line else None
+    return [Anomaly("nan", "nan-loss", sev, r.line, last.line, r.step, t.nonfinite, {
+        "metric": which, "value": str(value), "at": r.at, "records": t.count,
+        "last_finite_loss": fmt(lf.loss) if lf else None, "last_finite_at": lf.at if lf else None,
+        "persists": last_bad})]
+
+
+def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
+    """A normal loss, then exactly 0 on every later record (the NaN/inf filter or a fp16 overflow
+    turned the loss into 0): no gradual decline in between, not an RL run, no zero grad_norm."""
+    th = t.th
+    if t.sampled or len(finite_recs) < th.zero_min_records + 4 or any(r.rl for r in finite_recs):
+        return []
+    i = len(finite_recs)
+    while i > 0 and finite_recs[i - 1].loss == 0:
+        i -= 1
+    zeros, before = finite_recs[i:], finite_recs[:i]
+    if len(zeros) < th.zero_min_records or len(before) < 4:
+        return []
+    if any(r.grad_norm is not None and finite(r.grad_norm) and r.grad_norm <= th.zero_grad for r in zeros):
+        return []       # loss 0 and grad 0 together: nothing supervised (no-grad), not a hidden NaN
+    med = _median([r.loss for r in before[:-1]])  # type: ignore[misc]
+    prev = before[-1].loss
+    if med < 0.1 or prev < 0.5 * med:   # type: ignore[operator]
+        return []       # it was already falling towards 0: a collapse, judged elsewhere
+    spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
+    return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
+        "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
+        "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]
+
+
+def _overflow(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
+    th = t.th
+    out: list[Anomaly] = []
+    # no optimizer step for skip_min steps: DeepSpeed skipped == step, Megatron skipped iterations
+    if t.ds_skips is not None and t.ds_skips[1] >= th.skip_min and t.ds_skips[1] >= t.ds_skips[0]:
+        step, skipped, line = t.ds_skips
+        out.append(Anomaly("no_step", "fp16-overflow", "error", t.overflow_first_line or line, line, step, skipped, {
+            "skipped": skipped, "steps": step, "scale": fmt(t.min_scale) if t.min_scale is not None else None}))
+    elif t.meg_tail_skipped >= th.skip_min and t.meg_last is not None:
+        out.append(Anomaly("no_step", "fp16-overflow", "error", t.meg_first_line, t.meg_last[1], t.meg_last[0],
+                           t.meg_tail_skipped, {"skipped": t.meg_tail_skipped, "steps": t.meg_last[0],
+                                                "scale": fmt(t.min_scale) if t.min_scale is not None else None}))
+    if out or t.overflows < th.overflow_min:
+        return out
+    # overflows per step: the frameworks' own skipped-step counters when logged, else per metric record
+    if t.ds_skips is not None and t.ds_skips[0]:
+        ratio = t.ds_skips[1] / t.ds_skips[0]
+    elif t.meg_iters:
+        ratio = t.meg_skipped / t.meg_iters
+    else:
+        ratio = t.overflows / max(1, t.count) if t.count else 1.0
+    floor = t.min_scale is not None and t.min_scale <= 1
+    # not only start-up calibration: still overflowing in the second half of the logged steps
+    persists = not recs or t.overflow_last_line >= (recs[0].line + recs[-1].line) / 2
+    if (ratio >= th.overflow_ratio and persists) or floor:
+        out.append(Anomaly("overflow", "fp16-overflow", "error", t.overflow_first_line, t.overflow_last_line,
+                           None, t.overflows, {"overflows": t.overflows, "records": t.count,
+                                               "min_scale": fmt(t.min_scale), "last_scale": fmt(t.last_scale)}))
+    return out
+
+
+def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
+    """grad_norm exactly 0, or learning rate 0, on every logged step: the weights never move."""
+    th = t.th
+    if not recs:
+        return []
+    first, last = recs[0], recs[-1]
+    losses = [r.loss for r in recs if finite(r.loss)]
+    lo, hi = (min(losses), max(losses)) if losses else (None, None)
+    spread = (hi - lo) / abs(hi) if losses and hi else None   # type: ignore[operator]
+    same = losses and lo == hi
+    base = {"records": None, "from": first.at, "to": last.at, "loss_lo": fmt(lo) if losses and not same else None,
+            "loss_hi": fmt(hi) if losses and not same else None, "loss": fmt(lo) if same else None,
+            "spread": f"{spread:.1e}" if spread else None, "rl": True if any(r.rl for r in recs) else None}
+    if t.grad_seen >= th.zero_min_records and t.grad_zero == t.grad_seen:
+        return [Anomaly("zero_grad", "no-grad", "error", first.line, last.line, first.step, t.grad_seen,
+                        dict(base, records=t.grad_seen))]
+    if t.lr_seen >= th.zero_min_records and t.lr_zero == t.lr_seen:
+        kind, cat = ("lr_zero_fp16", "fp16-overflow") if t.fp16 else ("lr_zero", "no-grad")
+        return [Anomaly(kind, cat, "error", first.line, last.line, first.step, t.lr_seen,
+                        dict(base, records=t.lr_seen, first_loss=fmt(losses[0]) if losses else None))]
+    return []
+
+
+def _repeat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
+    """The same loss sequence, value for value, every `period` records (the data repeats each epoch
+    and the weights never change). Needs a loss that varies within the period."""
+    th = t.th
+    if t.sampled:
+        return []
+    xs = [r.loss for r in finite_recs]
+    n = len(xs)
+    for p in range(3, n // 2 + 1):
+        run = best = 0
+        end = 0
+        for i in range(p, n):
+            if xs[i] == xs[i - p]:
+                run += 1
+                if run > best:
+                    best, end = run, i
+            else:
+                run = 0
+        if best >= max(th.repeat_min, p):
+            seg = xs[end - best + 1 - p:end - best + 1]
+            first = finite_recs[end - best + 1]
+            e0, e1 = finite_recs[end - best + 1 - p].epoch, first.epoch
+            # a real epoch boundary when epochs are logged (fractional epochs advance by ~1 per period)
+            epoch_ok = e0 is None or e1 is None or (e1 - e0 >= 0.9 and abs(e1 - e0 - round(e1 - e0)) <= 0.1)
+            if len(set(seg)) >= min(p, 4) and epoch_ok:
+                return [Anomaly("repeat", "no-grad", "error", finite_recs[end - best + 1 - p].line,
+                                finite_recs[end].line, first.step, best, {
+                                    "period": p, "repeated": best, "from": finite_recs[end - best + 1 - p].at,
+                                    "again": first.at, "values": ", ".join(fmt(x) for x in seg[:4])})]
+    return []
+
+
+def _flat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
+    th = t.th
+    if t.first_nonfinite is not None or len(finite_recs) < th.flat_min_records:
+        return []
+    i = len(finite_recs) - th.flat_min_records
+    ls = [r.loss for r in finite_recs[i:]]
+    lo, hi = min(ls), max(ls)  # type: ignore[type-var]
+
+    def flat(a: float, b: float) -> bool:
+        return (b - a) <= th.flat_rel * abs((a + b) / 2) + th.flat_abs
+
+    if not flat(lo, hi):  # type: ignore[arg-type]
+        return []
+    while i > 0 and flat(min(lo, finite_recs[i - 1].loss), max(hi, finite_recs[i - 1].loss)):  # type: ignore[type-var,arg-type]
+        i -= 1
+        lo, hi = min(lo, finite_recs[i].loss), max(hi, finite_recs[i].loss)  # type: ignore[type-var]
+    run = finite_recs[i:]
+    if all(r.rl for r in run) and hi <= th.flat_abs:   # type: ignore[operator]
+        return []       # GRPO/PPO: loss 0 while KL is still 0 is by design
+    grads = [r.grad_norm for r in run if r.grad_norm is not None]
+    zero = bool(grads) and all(finite(g) and abs(g) <= th.zero_grad for g in grads)  # type: ignore[arg-type]
+    lrs = [r.lr for r in run if r.lr is not None]
+    lr_zero = bool(lrs) and all(lr == 0 for lr in lrs)
+    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero) else "warning", run[0].line, run[-1].line,
+                    run[0].step, len(run), {"loss": fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at,
+                                            "records": len(run), "grad_norm": fmt(grads[-1]) if grads else None,
+                                            "grad_zero": zero, "lr_zero": lr_zero})]
+
+
+def _span(a: Record, b: Record) -> int:
+    return (b.step - a.step) if (a.step is not None and b.step is not None) else (b.index - a.index)
+
+
+def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """Loss from >= fall_from to < fall_below within fall_within steps (the seed's "三分钟掉到 0.1 以下"):
+    an error when it goes on below fall_strong while grad_norm stays flat (the model found a shortcut),
+    a warning otherwise (a small or easy dataset can fall fast too)."""
+    th = t.th
+    if t.first_nonfinite is not None or not fin or fin[0].loss < th.fall_from or fin[0].rl:  # type: ignore[operator]
+        return []
+    first = fin[0]
+    for r in fin[1:]:
+        span = _span(first, r)
+        if span > th.fall_within:
+            return []
+        if r.loss < th.fall_below:  # type: ignore[operator]
+            span_recs = [x for x in fin if _span(first, x) <= th.fall_within]
+            low = min((x.loss for x in span_recs if x.index >= r.index), default=r.loss)  # type: ignore[type-var]
+            win = [x.grad_norm for x in span_recs if finite(x.grad_norm)]
+            gflat = bool(win) and min(win) > 0 and max(win) / min(win) <= th.grad_flat_ratio  # type: ignore[type-var,operator]
+            strong = low <= th.fall_strong and gflat  # type: ignore[operator]
+            return [Anomaly("fall", "loss-suspicious", "error" if strong else "warning", r.line, r.line, r.step, 1, {
+                "from_loss": fmt(first.loss), "from": first.at, "loss": fmt(r.loss), "at": r.at, "span": span,
+                "grad_flat": gflat, "min_loss": fmt(low),
+                "grad_norm": fmt(win[-1]) if win and gflat else None,    # only stated when it stayed flat
+                "strong": fmt(th.fall_strong) if strong else None, "within": th.fall_within if strong else None,
+                "unit": "steps" if r.step is not None and first.step is not None else "records"})]
+    return []
+
+
+def _collapse(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """The last flat_min_records losses under collapse_loss with grad_norm under collapse_grad (not
+    all exactly 0: that is zero_grad), from a first loss >= fall_from: within the first epoch the model
+    copies its input (labels not shifted / leaked) - an error; after >= epochs_fast epochs a tiny
+    dataset was memorised - a warning (the curve says nothing about generalisation)."""
+    th = t.th
+    n = th.flat_min_records
+    if t.first_nonfinite is not None or len(fin) < n + 1 or fin[0].loss < th.fall_from or fin[0].rl:  # type: ignore[operator]
+        return []
+    tail = fin[-n:]
+    grads = [r.grad_norm for r in tail]
+    if not all(r.loss < th.collapse_loss for r in tail) or any(g is None or not finite(g) for g in grads):  # type: ignore[operator]
+        return []
+    if all(g <= th.zero_grad for g in grads) or any(g >= th.collapse_grad for g in grads):  # type: ignore[operator]
+        return []
+    i = len(fin) - n
+    while i > 0 and fin[i - 1].loss < th.collapse_loss:  # type: ignore[operator]
+        i -= 1
+    at = fin[i]
+    ep = at.epoch
+    nums = {"from_loss": fmt(fin[0].loss), "from": fin[0].at, "loss": fmt(tail[-1].loss), "at": at.at,
+            "records": len(fin) - i, "grad_norm": fmt(max(grads)), "epoch": fmt(ep) if ep is not None else None}  # type: ignore[type-var]
+    if ep is not None and ep >= th.epochs_fast:
+        return [Anomaly("overfit", "loss-suspicious", "warning", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
+    if ep is not None and ep >= 1.0:
+        return []
+    return [Anomaly("collapse", "loss-suspicious", "error", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
+
+
+def _spike(t: MetricTracker) -> list[Anomaly]:
+    if not t.spikes or t.first_spike is None:
+        return []
+    r, med = t.first_spike
+    return [Anomaly("spike", "loss-spike", "warning", r.line, r.line, r.step, t.spikes, {
+        "loss": fmt(r.loss), "baseline": fmt(med), "at": r.at, "factor": round(r.loss / med, 1) if med else None,  # type: ignore[operator]
+        "spikes": t.spikes})]
+
+
+def detect(t: MetricTracker) -> list[Anomaly]:
+    recs = t.records()
+    fin = [r for r in recs if finite(r.loss)]
+    out = _nan(t, recs)
+    hidden = [] if out else _nan_hidden(t, fin)
+    out += hidden + _overflow(t, recs)
+    if hidden:
+        return out
+    zero = _zero_lr_grad(t, recs)
+    if zero and zero[0].kind == "lr_zero_fp16":
+        # a finite loss with a NaN/inf grad_norm and a learning rate that never left 0 in fp16: the
+        # scaler skipped every step on overflowing gradients; the NaN is the overflow, not a divergence
+        out = [a for a in out if not (a.kind == "nan" and a.numbers.get("metric") == "grad_norm")]
+    flat = _flat(t, fin)
+    if flat and flat[0].severity == "error" and zero and zero[0].kind != "lr_zero_fp16":
+        zero = []       # a flat loss with zero grad_norm / lr: the flat-loss finding tells it
+    out += zero
+    out += [a for a in flat if not zero]
+    if not zero and not flat:
+        out += _repeat(t, fin)
+    fall = _fall(t, fin)
+    out += fall
+    if fall:
+        out = [a for a in out if a.kind != "flat"]     # a plateau near zero after the fall is the same story
+    if not zero and (not fall or fall[0].severity != "error"):
+        col = _collapse(t, fin)
+        if col and col[0].kind == "overfit":
+            out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
+        out += col
+    return out + _spike(t)

@@ -1,0 +1,207 @@
+"""Parsing training-metric lines: one record (step, loss, grad_norm, lr, epoch) per line.
+
+Recognised formats (values may be quoted, as transformers v5 prints them):
+  HF Trainer / swift   {'loss': 1.23, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': 0.1}
+                       {'loss': '4.131', 'grad_norm': '2.2', 'learning_rate': '0', 'epoch': '0.5'}
+  Megatron             iteration      100/  500000 | ... | lm loss: 7.2E+00 | loss scale: 65536.0 | grad norm: 3.2 |
+  DeepSpeed / plain    step=100, loss=2.31, lr=[1e-4], grad_norm=0.8   |  Step 100: loss 2.31
+  Lightning            Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, v_num=0, train_loss=2.310]
+  tqdm postfix         100%|####| 50/50 [00:10<00:00, 4.9it/s, Loss: 1.14]   |  ... loss=0.5]
+  verl / TRL (RL)      step:12 - actor/pg_loss:-0.004 - actor/kl_loss:0.001 - actor/grad_norm:0.23 - actor/lr:1e-06
+
+Lines without a training loss (eval/validation/test losses, the Trainer's end-of-run `train_loss`
+average, a bare `loss scale`) give no record. Skipped-step counters that carry no loss (DeepSpeed
+`step=10, skipped=10, lr=[0.0]`, Megatron `number of skipped iterations: 10`) are read by
+`parse_skips`. Patterns are compiled on first use.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of
+
+# A metric line: any of the loss spellings (the anchor for finding records in a block).
+ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
+              rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]""")
+STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
+BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
+OVERFLOW_SRC = rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale"
+SCALE_TO_SRC = rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)"
+# DeepSpeed's cumulative counter and Megatron's per-interval one (a fully skipped interval prints no loss)
+DS_SKIPS_SRC = rb"\bstep=([0-9]+), skipped=([0-9]+)"
+MEG_SKIPS_SRC = (rb"iteration\s+([0-9]+)\s*/\s*[0-9]+\s*\|[^\n]*?(?:loss scale:\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)[^\n]*?)?"
+                 rb"number of skipped iterations:\s*([0-9]+)")
+
+# configuration lines saying the run uses fp16 mixed precision (HF args, CLI flags, DeepSpeed/accelerate configs)
+FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:\s*\{\s*["']enabled["']:\s*(?:[Tt]rue|["']auto["'])|"""
+            rb"""compute dtype: torch\.float16|mixed_precision[=:]\s*['"]?fp16|--mixed_precision[= ]fp16|\bfp16: true""")
+
+_KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
+         rb"train_loss_step", rb"train_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
+         rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
+         rb"global_step(?:/max_steps)?", rb"step", rb"iteration", rb"iter")
+_VALUE = (rb"""['"]?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
+          rb"""|inf(?:inity)?))""")
+KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
+# The same language with the look-behind moved behind each key's first letter ("x(?<![a-z_]x)..."): the
+# pattern then starts with a set of letters, which `re` skips to instead of trying every position.
+_KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:] for k in _KEYS) + b")" + _VALUE
+
+_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
+          b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
+          b"epoch": 4, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
+# words of RL post-training records (GRPO/PPO): their loss may be 0 at the start or negative, by design
+_RL_WORDS = (b"reward", b"'kl'", b"kl_loss", b"pg_loss", b"policy_loss", b"advantage", b"completion_length",
+             b"completions/", b"clip_ratio")
+
+
+class Regexes(Lazy):
+    """Every pattern of the metric parser, compiled on first use (importing the module compiles nothing)."""
+
+    def _make_ANCHOR(self) -> Any:
+        return compile_bytes(ANCHOR_SRC)
+
+    def _make_anchor_raw(self) -> Any:
+        return raw_of(self.ANCHOR)
+
+    def _make_STEP(self) -> Any:
+        return re.compile(STEP_SRC)
+
+    def _make_BAR(self) -> Any:
+        return re.compile(BAR_SRC)
+
+    def _make_VERFLOW(self) -> Any:
+        return compile_bytes(rb"verflow")
+
+    def _make_VERFLOW_UP(self) -> Any:
+        return compile_bytes(rb"VERFLOW")
+
+    def _make_verflow_raw(self) -> Any:
+        return raw_of(self.VERFLOW)
+
+    def _make_verflow_up_raw(self) -> Any:
+        return raw_of(self.VERFLOW_UP)
+
+    def _make_OVERFLOW(self) -> Any:
+        return compile_bytes(OVERFLOW_SRC)
+
+    def _make_overflow_raw(self) -> Any:
+        return raw_of(self.OVERFLOW)
+
+    def _make_SCALE_TO(self) -> Any:
+        return re.compile(SCALE_TO_SRC)
+
+    def _make_KEYVAL(self) -> Any:
+        return re.compile(KEYVAL_SRC)
+
+    def _make_keyval_fast(self) -> Any:
+        return re.compile(_KEYVAL_FAST_SRC)
+
+    def _make_DS_SKIPS(self) -> Any:
+        return re.compile(DS_SKIPS_SRC)
+
+    def _make_MEG_SKIPS(self) -> Any:
+        return re.compile(MEG_SKIPS_SRC)
+
+    def _make_FP16(self) -> Any:
+        return compile_bytes(FP16_SRC)
+
+
+_RX: Optional[Regexes] = None
+
+
+def regexes() -> Regexes:
+    """The shared, lazily compiled patterns (also used by `phase`)."""
+    global _RX
+    if _RX is None:
+        _RX = Regexes()
+    return _RX
+
+
+def num(b: Optional[bytes]) -> Optional[float]:
+    if b is None:
+        return None
+    try:
+        return float(b)
+    except ValueError:
+        return None
+
+
+@dataclass
+class Record:
+    index: int                 # n-th metric record of the log (0-based)
+    line: int
+    step: Optional[int]
+    loss: Optional[float]
+    grad_norm: Optional[float] = None
+    lr: Optional[float] = None
+    epoch: Optional[float] = None
+    rl: bool = False           # an RL (GRPO/PPO) record: a zero or negative loss is not suspicious
+
+    @property
+    def at(self) -> str:
+        if self.step is not None:
+            return f"step {self.step}"
+        return f"log record {self.index + 1}" if self.index >= 0 else f"line {self.line}"
+
+
+def is_rl_line(text: bytes) -> bool:
+    """Whether a metric line is an RL post-training record (reward / KL / policy-loss fields)."""
+    return any(w in text for w in _RL_WORDS)
+
+
+def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Optional[float], Optional[float], Optional[float]]]:
+    """(step, loss, grad_norm, lr, epoch) from one metric line, or None when it has no training loss."""
+    out: list[Any] = [None, None, None, None, None]
+    R = _RX or regexes()
+    low = text.lower()
+    if b"train_loss" not in low:
+        # fast path: (key, value) pairs straight from C; only `train_loss` needs the match position
+        get = _FIELD.get
+        for key, val in R.keyval_fast.findall(low):
+            k = get(key)
+            if k is None or out[k] is not None:
+                continue
+            if k == 0:
+                try:
+                    out[0] = int(float(val))
+                except (ValueError, OverflowError):
+                    pass
+            else:
+                out[k] = num(val)
+    else:
+        for m in R.KEYVAL.finditer(low):
+            k = _FIELD.get(m.group(1))
+            if k is None or out[k] is not None:
+                continue
+            if k == 1 and m.group(1) == b"train_loss" and m.start() and text[m.start() - 1:m.start()] in (b"'", b'"'):
+                continue    # the Trainer's end-of-run average, not a step
+            if k == 0:
+                try:
+                    out[0] = int(float(m.group(2)))
+                except (ValueError, OverflowError):
+                    pass
+            else:
+                out[k] = num(m.group(2))
+    if out[1] is None:
+        return None
+    if out[0] is None:
+        b = R.BAR.search(text)
+        if b:
+            out[0] = int(b.group(1))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def parse_skips(text: bytes) -> Optional[tuple[str, int, int, Optional[float]]]:
+    """('ds', step, skipped so far, None) for DeepSpeed's `step=N, skipped=K` line,
+    ('megatron', iteration, skipped in this interval, loss scale) for Megatron's, or None."""
+    R = _RX or regexes()
+    m = R.DS_SKIPS.search(text)
+    if m:
+        return "ds", int(m.group(1)), int(m.group(2)), None
+    m = R.MEG_SKIPS.search(text)
+    if m:
+        return "megatron", int(m.group(1)), int(m.group(3)), num(m.group(2))
+    return None

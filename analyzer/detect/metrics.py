@@ -1,0 +1,454 @@
+"""Training-metric series: a bounded-memory tracker fed block by block (parsing in `metric_parse`,
+the detectors in `metric_detect`, step time and throughput in `throughput`).
+
+Parsing runs inside the matcher's block loop as an observer (see `observers.py`) and never runs
+Python per line on big logs:
+
+- Patterns are compiled on first use (importing the module compiles nothing). Metric lines are
+  found with one compiled bytes regex (`re2` when installed; a bare `Match` call per hit). The first
+  `Thresholds.full_records` records of a log are parsed in full; after that each ~64 KiB block
+  contributes its first and its last record, so a multi-GB log costs a few regex searches per
+  block and no whole-block Python scans (line numbers are counted from the nearer block end).
+- When a sampled record is the first non-finite one, the previous and the current block are
+  parsed in full to find the exact first NaN step (YAML rules also see every NaN line).
+- Memory is bounded: the first `head_records` and the last `window` records are kept, plus
+  running summaries (count, non-finite count, zero grad_norm / zero lr counts, spikes, overflow and
+  skipped-step counters, whether the run's configuration says fp16).
+
+Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the environment variable
+`LLMTRIAGE_METRIC_<NAME>` (e.g. `LLMTRIAGE_METRIC_SPIKE_FACTOR=5`), `configure(name=value)`, or the
+`thresholds:` table of the project configuration, see `config.py`). docs/METRICS.md explains each.
+  full_records       400   records parsed in full before sampling starts
+  sample_every       4     then the first and last record of every N-th ~64 KiB block
+  context_bytes      4 MiB configuration lines (fp16 on?) are looked for in this head of the log
+  nan_error_min      2     non-finite records that make metric-nan-loss an error (also: the last record)
+  overflow_min       8     loss-scale overflows before metric-fp16-overflow fires
+  overflow_ratio     0.5   ... and overflows per logged step at least this, still overflowing in the second
+                           half of the log (start-up calibration is normal), or the scale reached <= 1
+  skip_min           8     skipped optimizer steps (DeepSpeed skipped=, Megatron skipped iterations) in a
+                           row, with no step taken, before "no optimizer step ever ran" is an error
+  flat_min_records   8     consecutive records with a flat loss for metric-flat-loss
+  flat_rel           1e-4  "flat": (max - min) <= flat_rel * |mean| + flat_abs
+  flat_abs           1e-6
+  zero_grad          1e-6  grad_norm at or below this counts as zero
+  zero_min_records   4     records with grad_norm 0 (or lr 0) on every step before it is an error
+  fall_below         0.1   metric-fast-fall: loss falls below this ...
+  fall_within        100   ... within this many steps (or records when steps are unknown) ...
+  fall_from          1.0   ... from a first logged loss at least this
+  fall_strong        0.01  below this (with a flat grad_norm) the finding is an error
+  grad_flat_ratio    2.0   grad_norm "stays flat": max/min over the fall <= this
+  collapse_loss      0.01  loss-collapse: the last `flat_min_records` losses below this ...
+  collapse_grad      0.01  ... with grad_norm below this (the model copies its input)
+  epochs_fast        50    fast fall over many epochs: a loss under fall_strong after this many epochs
+  repeat_min         6     a loss sequence repeating exactly with a period: this many repeated records
+  zero_spike_factor  1.5   hidden NaN (loss exactly 0 after a normal level): a last value >= this x the median is
+                           named a spike in the message
+  spike_factor       3.0   metric-loss-spike: loss > spike_factor x median of the previous records ...
+  spike_abs          1.0   ... and exceeds that median by at least spike_abs
+  spike_history      16    records in the rolling median
+  (throughput-low, see `throughput.py`)
+  rise_factor        2.0   step time rising: median of the last quarter > this x the early median ...
+  rise_min_samples   12    ... with at least this many step-time samples
+  periodic_factor    3.0   a "long step": > this x the median step time; periodic when >= periodic_min
+  periodic_min       4     ... long steps come at a fixed interval
+  idle_gpus          0.75  an nvidia-smi snapshot taken during training is "idle" when this share of GPUs is at 0%
+  mem_low            0.3   GPU memory used below this share of capacity on every GPU (batch too small)
+  gen_share          0.6   RL: generation takes at least this share of the step time
+  decode_min         5.0   serving: generated tokens/s per running request below this
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from dataclasses import dataclass, fields
+from typing import Any, Optional
+
+from llmtriage.engine.fastre import search_raw, spans
+from llmtriage.detect.metric_parse import Record, is_rl_line, num, parse_line, parse_skips, regexes
+
+__all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
+
+
+@dataclass
+class Thresholds:
+    full_records: int = 400
+    sample_every: int = 4
+    head_records: int = 256
+    window: int = 512
+    context_bytes: int = 4 << 20
+    nan_error_min: int = 2
+    overflow_min: int = 8
+    overflow_ratio: float = 0.5
+    skip_min: int = 8
+    flat_min_records: int = 8
+    flat_rel: float = 1e-4
+    flat_abs: float = 1e-6
+    zero_grad: float = 1e-6
+    zero_min_records: int = 4
+    fall_below: float = 0.1
+    fall_within: int = 100
+    fall_from: float = 1.0
+    fall_strong: float = 0.01
+    grad_flat_ratio: float = 2.0
+    collapse_loss: float = 0.01
+    collapse_grad: float = 0.01
+    epochs_fast: float = 50.0
+    repeat_min: int = 6
+    zero_spike_factor: float = 1.5
+    spike_factor: float = 3.0
+    spike_abs: float = 1.0
+    spike_history: int = 16
+    rise_factor: float = 2.0
+    rise_min_samples: int = 12
+    periodic_factor: float = 3.0
+    periodic_min: int = 4
+    idle_gpus: float = 0.75
+    mem_low: float = 0.3
+    gen_share: float = 0.6
+    decode_min: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Optional[dict[str, str]] = None) -> "Thresholds":
+        env = os.environ if env is None else env
+        t = cls()
+        for f in fields(cls):
+            raw = env.get("LLMTRIAGE_METRIC_" + f.name.upper())
+            if raw:
+                try:
+                    setattr(t, f.name, type(getattr(t, f.name))(float(raw)))
+                except ValueError:
+                    pass
+        return t
+
+
+THRESHOLDS = Thresholds.from_env()
+
+
+def configure(**values: Any) -> Thresholds:
+    """Change thresholds for this process (e.g. from a project config); returns the active set."""
+    for k, v in values.items():
+        if not hasattr(THRESHOLDS, k):
+            raise KeyError(f"unknown metric threshold '{k}'")
+        setattr(THRESHOLDS, k, type(getattr(THRESHOLDS, k))(v))
+    return THRESHOLDS
+
+
+def finite(x: Optional[float]) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+class MetricTracker:
+    """Bounded-memory store of a log's metric series plus the running counters the detectors need."""
+
+    def __init__(self, th: Optional[Thresholds] = None):
+        self.th = th or THRESHOLDS
+        self.count = 0
+        self.head: list[Record] = []
+        self.tail: deque[Record] = deque(maxlen=self.th.window)
+        self.nonfinite = 0
+        self.first_nonfinite: Optional[Record] = None
+        self.last_finite: Optional[Record] = None
+        self.spikes = 0
+        self.first_spike: Optional[tuple[Record, float]] = None
+        self._hist: deque[float] = deque(maxlen=self.th.spike_history)
+        self.overflows = 0
+        self.overflow_first_line = 0
+        self.overflow_last_line = 0
+        self.last_scale: Optional[float] = None
+        self.min_scale: Optional[float] = None
+        self.sampled = False
+        self.last_step: Optional[int] = None
+        self.max_steps: Optional[int] = None
+        self._prev: Optional[tuple[bytes, bytes, int]] = None
+        self.pending: list[tuple[Record, int]] = []
+        self._blocks = 0
+        self._unsampled: Optional[tuple[bytes, bytes, int]] = None
+        self._skipped: list[tuple[bytes, bytes, int]] = []    # blocks since the last sampled one
+        # running counters over every record (head/tail keep only some records)
+        self.grad_seen = 0
+        self.grad_zero = 0
+        self.lr_seen = 0
+        self.lr_zero = 0
+        self.rl_records = 0
+        # skipped optimizer steps: DeepSpeed's cumulative counter, Megatron's per-interval one
+        self.ds_skips: Optional[tuple[int, int, int]] = None      # (step, skipped so far, line)
+        self.meg_iters = 0                 # iterations covered by Megatron log lines
+        self.meg_skipped = 0
+        self.meg_tail_skipped = 0          # iterations in the trailing run of fully skipped intervals
+        self.meg_last: Optional[tuple[int, int]] = None           # (iteration, line)
+        self.meg_first_line = 0
+        self.fp16 = False                  # the run uses fp16 mixed precision (from its configuration lines)
+        self._head_bytes = 0
+
+    # ---------------------------------------------------------------- feeding
+    def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None, rl: bool = False) -> Record:
+        step, loss, grad, lr, epoch = parsed
+        if step is None:
+            step = bar_step
+        rec = Record(self.count, line, step, loss, grad, lr, epoch, rl)
+        self.count += 1
+        if grad is not None:
+            self.grad_seen += 1
+            if finite(grad) and abs(grad) <= self.th.zero_grad:
+                self.grad_zero += 1
+        if lr is not None:
+            self.lr_seen += 1
+            if lr == 0:
+                self.lr_zero += 1
+        if rl:
+            self.rl_records += 1
+        if step is not None:
+            self.last_step = step
+        if len(self.head) < self.th.head_records:
+            self.head.append(rec)
+        self.tail.append(rec)
+        bad = (loss is not None and not math.isfinite(loss)) or (grad is not None and not math.isfinite(grad))
+        if bad:
+            self.nonfinite += 1
+            if self.first_nonfinite is None:
+                self.first_nonfinite = rec
+        elif finite(loss):
+            self.last_finite = rec
+            hist = self._hist
+            if len(hist) >= max(4, self.th.spike_history // 2):
+                data = sorted(hist)     # statistics.median, inlined (same arithmetic, no import)
+                n = len(data)
+                med = data[n // 2] if n % 2 == 1 else (data[n // 2 - 1] + data[n // 2]) / 2
+                if loss > self.th.spike_factor * med and loss - med >= self.th.spike_abs:
+                    self.spikes += 1
+                    if self.first_spike is None:
+                        self.first_spike = (rec, med)
+                    return rec      # a spike does not enter the baseline
+            hist.append(loss)
+        return rec
+
+    def resolve(self, next_base: int) -> None:
+        """Give the deferred records of the previous block their line (`next_base` = its end)."""
+        for rec, tail_nl in self.pending:
+            rec.line = next_base - tail_nl
+        self.pending.clear()
+
+    def feed_block(self, lines: bytes, view: bytes, line_base: int) -> None:
+        th = self.th
+        if self.pending:
+            self.resolve(line_base)
+        R = regexes()
+        if self._head_bytes < th.context_bytes:
+            self._head_bytes += len(view)
+            if not self.fp16 and R.FP16.search(view):
+                self.fp16 = True
+        if b"skipped" in view:
+            self._skips(lines, view, line_base)
+        if search_raw(R.verflow_raw, R.VERFLOW, view) or search_raw(R.verflow_up_raw, R.VERFLOW_UP, view):
+            self._overflows(lines, view, line_base)
+        if self.count < th.full_records:
+            self._parse_all(lines, view, line_base)
+            self._prev = (lines, view, line_base)
+            return
+        # sampled: the first and the last record of every `sample_every`-th block (and of the last
+        # block, at finish). Line numbers are counted from the nearer end of the block (the last
+        # one is resolved when the next block tells its base).
+        self.sampled = True
+        self._blocks += 1
+        if self._blocks % max(1, th.sample_every):
+            self._unsampled = (lines, view, line_base)
+            self._skipped.append(self._unsampled)
+            return
+        self._unsampled = None
+        self._sample_block(lines, view, line_base)
+        self._skipped.clear()
+
+    def flush(self, end_base: int) -> None:
+        """At the end of the log: sample the last block if it was skipped, resolve deferred lines."""
+        if self._unsampled is not None:
+            self._sample_block(*self._unsampled)
+            self._unsampled = None
+        self.resolve(end_base)
+
+    def _find_record(self, view: bytes, lo: int, hi: int, reverse: bool) -> Optional[tuple[int, tuple]]:
+        """The first (or last) metric line whose "loss" lies in view[lo:hi]: C-level find, a few tries."""
+        for _ in range(4):
+            if reverse:
+                pos = max(view.rfind(b"loss", lo, hi), view.rfind(b"Loss", lo, hi))
+            else:
+                a, b = view.find(b"loss", lo, hi), view.find(b"Loss", lo, hi)
+                pos = a if b < 0 else (b if a < 0 else min(a, b))
+            if pos < 0:
+                return None
+            ls, le = self._line_bounds(view, pos)
+            parsed = parse_line(view[ls:le])
+            if parsed is not None:
+                return ls, parsed
+            if reverse:
+                hi = ls
+            else:
+                lo = le
+        return None
+
+    def _sample_block(self, lines: bytes, view: bytes, line_base: int) -> None:
+        before = self.first_nonfinite
+        n = len(view)
+        first = self._find_record(view, 0, n, False)
+        if first is not None:
+            ls, parsed = first
+            self.add(line_base + lines.count(b"\n", 0, ls), parsed,
+                     self._bar_before(view, ls) if parsed[0] is None else None)
+            last = self._find_record(view, max(view.find(b"\n", ls) + 1, n - 4096), n, True)
+            if last is not None:
+                ls, parsed = last
+                rec = self.add(0, parsed, self._bar_before(view, ls) if parsed[0] is None else None)
+                self.pending.append((rec, lines.count(b"\n", ls)))
+        if before is None and self.first_nonfinite is not None:
+            # the first non-finite sample: parse the previous block and this one in full for the exact step
+            found, self.first_nonfinite = self.first_nonfinite, None
+            for blk in list(self._skipped) + [(lines, view, line_base)]:
+                if blk[2] <= found.line or found.line == 0:
+                    self._parse_all(*blk, count=False)
+                if self.first_nonfinite is not None:
+                    break
+            if self.first_nonfinite is None:
+                self.first_nonfinite = found
+        self._prev = (lines, view, line_base)
+
+    def _line_bounds(self, view: bytes, pos: int) -> tuple[int, int]:
+        ls = view.rfind(b"\n", 0, pos) + 1
+        le = view.find(b"\n", pos)
+        return ls, (len(view) if le < 0 else le)
+
+    def _bar_before(self, view: bytes, ls: int) -> Optional[int]:
+        """The step of the last tqdm bar in the 1 KiB before a record without its own step."""
+        found = regexes().BAR.findall(view, max(0, ls - 1024), ls)
+        if not found:
+            return None
+        n, total = found[-1]
+        if self.max_steps is None or int(total) > self.max_steps:
+            self.max_steps = int(total)
+        return int(n)
+
+    def _parse_all(self, lines: bytes, view: bytes, line_base: int, count: bool = True) -> None:
+        last_ls = -1
+        counted = 0
+        nl = 0
+        R = regexes()
+        rfind = view.rfind
+        find = view.find
+        n = len(view)
+        for start, _ in spans(R.ANCHOR, R.anchor_raw, view):
+            ls = rfind(b"\n", 0, start) + 1
+            if ls == last_ls:
+                continue
+            last_ls = ls
+            le = find(b"\n", start)
+            if le < 0:
+                le = n
+            parsed = parse_line(view[ls:le])
+            if parsed is None:
+                continue
+            nl += lines.count(b"\n", counted, ls)
+            counted = ls
+            if not count:   # only looking for the first non-finite record
+                if not (finite(parsed[1]) and (parsed[2] is None or finite(parsed[2]))):
+                    self.first_nonfinite = Record(-1, line_base + nl, parsed[0] if parsed[0] is not None else
+                                                  self._bar_before(view, ls), parsed[1], parsed[2], parsed[3], parsed[4])
+                    return
+                continue
+            self.add(line_base + nl, parsed, self._bar_before(view, ls) if parsed[0] is None else None,
+                     is_rl_line(view[ls:le]))
+
+    def _skips(self, lines: bytes, view: bytes, line_base: int) -> None:
+        """DeepSpeed `step=N, skipped=K` and Megatron `number of skipped iterations: K` lines."""
+        # DeepSpeed's counters are cumulative: only the block's last `skipped=` line matters
+        pos = view.rfind(b", skipped=")
+        while pos >= 0:
+            ls, le = self._line_bounds(view, pos)
+            got = parse_skips(view[ls:le])
+            if got is not None and got[0] == "ds":
+                self.ds_skips = (got[1], got[2], line_base + lines.count(b"\n", 0, ls))
+                break
+            pos = view.rfind(b", skipped=", 0, ls)
+        pos = view.find(b"skipped iterations")    # Megatron: every interval counts
+        last_ls = -1
+        counted = nl = 0        # newlines before `counted`, counted incrementally (hits come in order)
+        while pos >= 0:
+            ls, le = self._line_bounds(view, pos)
+            if ls != last_ls:
+                last_ls = ls
+                got = parse_skips(view[ls:le])
+                if got is not None:
+                    nl += lines.count(b"\n", counted, ls)
+                    counted = ls
+                    line = line_base + nl
+                    kind, step, skipped, scale = got
+                    if kind == "ds":
+                        self.ds_skips = (step, skipped, line)
+                    else:
+                        prev = self.meg_last[0] if self.meg_last is not None else None
+                        interval = step - prev if prev is not None and step > prev else max(skipped, 1)
+                        if not self.meg_first_line:
+                            self.meg_first_line = line
+                        self.meg_iters += interval
+                        self.meg_skipped += min(skipped, interval)
+                        self.meg_tail_skipped = self.meg_tail_skipped + interval if skipped >= interval else 0
+                        self.meg_last = (step, line)
+                    if scale is not None:
+                        self.last_scale = scale
+                        self.min_scale = scale if self.min_scale is None else min(self.min_scale, scale)
+            pos = view.find(b"skipped iterations", le)
+
+    def _overflows(self, lines: bytes, view: bytes, line_base: int) -> None:
+        counted = 0
+        nl = 0
+        last_ls = -1
+        R = regexes()
+        for start, _ in spans(R.OVERFLOW, R.overflow_raw, view):
+            ls, le = self._line_bounds(view, start)
+            if ls == last_ls:
+                continue
+            last_ls = ls
+            nl += lines.count(b"\n", counted, ls)
+            counted = ls
+            line = line_base + nl
+            self.overflows += 1
+            if not self.overflow_first_line:
+                self.overflow_first_line = line
+            self.overflow_last_line = line
+            s = R.SCALE_TO.search(view, ls, le)
+            if s:
+                v = num(s.group(1))
+                if v is not None:
+                    self.last_scale = v
+                    self.min_scale = v if self.min_scale is None else min(self.min_scale, v)
+
+    # ---------------------------------------------------------------- summary
+    def records(self) -> list[Record]:
+        """Head and tail records in log order (no duplicates)."""
+        out = list(self.head)
+        last = out[-1].index if out else -1
+        out += [r for r in self.tail if r.index > last]
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        recs = self.records()
+        losses = [r.loss for r in recs if finite(r.loss)]
+        d: dict[str, Any] = {"records": self.count, "sampled": self.sampled}
+        if losses:
+            d.update(first_loss=losses[0], last_loss=losses[-1], min_loss=min(losses))
+        last = recs[-1] if recs else None
+        if last is not None:
+            d.update(last_step=self.last_step, last_line=last.line)
+            if last.grad_norm is not None:
+                d["last_grad_norm"] = last.grad_norm if math.isfinite(last.grad_norm) else str(last.grad_norm)
+        if self.nonfinite:
+            d["nonfinite"] = self.nonfinite
+        if self.overflows:
+            d["overflows"] = self.overflows
+            if self.last_scale is not None:
+                d["last_loss_scale"] = self.last_scale
+        if self.spikes:
+            d["spikes"] = self.spikes
+        if self.ds_skips is not None:
+            d["skipped_steps"] = self.ds_skips[1]
+        elif self.meg_iters:
+            d["skipped_steps"] = self.meg_skipped
+        return d

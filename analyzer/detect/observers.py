@@ -1,0 +1,64 @@
+"""Block observers run by the matcher (see `Engine(observers=...)`): metric detectors, phase and step.
+
+Each factory takes the Engine and returns an object with `feed(lines, view, line_base)` (once per
+~64 KiB block) and `finish(report, findings)`.
+
+Importing this module costs nothing measurable: `metrics`, `throughput` and `phase` are imported when
+the first observer is made, and their patterns are compiled on the first block they see.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+class TrainingObserver:
+    """Metric series, step time / GPU use, anomaly findings, phase and last step, in one observer (one
+    pass, shared state)."""
+
+    def __init__(self, engine: Any = None):
+        from llmtriage.detect.metrics import MetricTracker
+        from llmtriage.detect.phase import PhaseTracker
+        from llmtriage.detect.throughput import ThroughputTracker
+
+        self.lang = getattr(engine, "lang", None)
+        self.metrics = MetricTracker()
+        self.phase = PhaseTracker()
+        self.throughput = ThroughputTracker()
+        self._ends_nl = True
+        self._feed_metrics = self.metrics.feed_block
+        self._feed_phase = self.phase.feed
+
+    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
+        self._ends_nl = lines.endswith(b"\n")
+        self._feed_metrics(lines, view, line_base)
+        self._feed_phase(lines, view, line_base)
+        self.throughput.feed(lines, view, line_base)
+
+    def finish(self, report: Any, findings: list[Any]) -> None:
+        from llmtriage.detect.metric_detect import detect
+        from llmtriage.detect.metric_findings import to_findings
+
+        # deferred line numbers of the last block: the line after it
+        end = report.lines + (1 if self._ends_nl else 0)
+        self.metrics.flush(end)
+        self.phase.flush(end)
+        anomalies = detect(self.metrics)
+        recs = self.metrics.head
+        anomalies += self.throughput.detect(recs[0].line if recs else None)
+        findings.extend(to_findings(anomalies, findings, self.lang))
+        self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
+        if self.metrics.count or self.metrics.overflows:
+            report.extra["metrics"] = self.metrics.summary()
+        speed = self.throughput.summary()
+        if speed:
+            report.extra["throughput"] = speed
+
+
+def thread_dumps(engine: Any = None) -> Any:
+    """faulthandler / py-spy thread dumps: the frame the main thread was stuck in (analyzer/stalls.py)."""
+    from llmtriage.detect.stalls import ThreadDumpObserver
+
+    return ThreadDumpObserver(engine)
+
+
+FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps]

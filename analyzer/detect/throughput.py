@@ -1,0 +1,367 @@
+"""throughput-low: step time and GPU use read from progress, timer and nvidia-smi lines.
+
+Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, at most
+`BARS_PER_BLOCK` per block, and every series is bounded to a head and a tail):
+  tqdm              `| 120/5000 [10:01<6:47:12, 5.01s/it]` (`it/s` inverted), labelled bars only when the
+                    label reads as training; `Processed prompts: ... [04:02<00:00` is generation time
+  Megatron          `elapsed time per iteration (ms): 1234.5`
+  DeepSpeed         `CurrSamplesPerSec=12.3` (its throughput timer; step time ~ 1/rate)
+  verl              `timing_s/step:165.3 - ... timing_s/gen:131.5`
+  vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
+  nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
+Context: the end of training (`train_runtime`), a stop from outside while running (Slurm
+`DUE TO TIME LIMIT`, `^C`, `KeyboardInterrupt`), `--enforce-eager`.
+
+Detections (thresholds in `metrics.Thresholds`, documented in docs/METRICS.md): step time rising
+mid-run, periodic long steps, GPUs idle at 0% in snapshots taken during training, GPU memory far
+below capacity, generation dominating RL steps, slow decode per running request. One finding
+gathers them. Severity (docs/METRICS.md, "When a slowdown is an error"): a warning, because the job
+did not fail; an error when the job was stopped from outside (time limit, interrupt) while slow, or
+when most snapshots taken during training show the GPUs idle (the job makes almost no use of them).
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Any, Optional
+
+from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spans
+from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metrics import THRESHOLDS, Thresholds
+from llmtriage.detect.phase import classify_bar
+
+BARS_PER_BLOCK = 24
+HEAD, TAIL = 256, 512
+
+# frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
+# FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
+_FREQ_SRC = rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
+_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
+             rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
+_ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
+FULL_ENTRIES = 2000
+SAMPLE_EVERY = 4
+_BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]+)<([0-9:?]+),\s*([0-9.]+)(s/it|it/s)"
+_MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
+_DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
+_VERL = rb"timing_s/step:([0-9.]+)"
+_VERL_GEN = rb"timing_s/gen:([0-9.]+)"
+_VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
+_SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
+_SMI_CSV = rb"^\s*([0-9]+), +([0-9]+) ?%, +([0-9]+) ?MiB"
+_STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
+_LABEL_PREFIX = re.compile(r"^(?:\S+: )?(?:[\[(][^\])]*[\])]:?\s*)*")
+_EAGER = re.compile(rb"""enforce_eager['"]?\s*[:=]\s*True|--enforce-eager(?:\s|$)|enforce_eager=true""")
+
+
+class _Rx(Lazy):
+    def _make_anchor(self) -> Any:
+        return compile_bytes(_ANCHOR_SRC)
+
+    def _make_anchor_raw(self) -> Any:
+        return raw_of(self.anchor)
+
+    def _make_freq(self) -> Any:
+        return compile_bytes(_FREQ_SRC)
+
+    def _make_freq_raw(self) -> Any:
+        return raw_of(self.freq)
+
+    def _make_rare(self) -> Any:
+        return compile_bytes(_RARE_SRC)
+
+    def _make_rare_raw(self) -> Any:
+        return raw_of(self.rare)
+
+    def _make_gates(self) -> Any:
+        # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
+        return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
+                                                             rb"KeyboardInterrupt", rb"enforce.eager", rb"aving"))]
+
+    def _make_parts(self) -> Any:
+        return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("verl", _VERL),
+                                               ("gen", _VERL_GEN), ("vllm", _VLLM), ("smi", _SMI),
+                                               ("csv", _SMI_CSV), ("stop", _STOP))}
+
+
+_RX = _Rx()
+
+
+def _secs(clock: bytes) -> Optional[float]:
+    try:
+        parts = [int(x) for x in clock.split(b":")]
+    except ValueError:
+        return None
+    s = 0
+    for p in parts:
+        s = s * 60 + p
+    return float(s)
+
+
+class Series:
+    """A bounded series of (line, value): the first HEAD and the last TAIL values, and a count."""
+
+    def __init__(self) -> None:
+        self.head: list[tuple[int, float]] = []
+        self.tail: deque[tuple[int, float]] = deque(maxlen=TAIL)
+        self.n = 0
+
+    def add(self, line: int, v: float) -> None:
+        self.n += 1
+        if len(self.head) < HEAD:
+            self.head.append((line, v))
+        else:
+            self.tail.append((line, v))
+
+    def values(self) -> list[tuple[int, float]]:
+        return self.head + list(self.tail)
+
+
+def _median(xs: list[float]) -> float:
+    d = sorted(xs)
+    n = len(d)
+    return d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+
+
+class ThroughputTracker:
+    def __init__(self, th: Optional[Thresholds] = None):
+        self.th = th or THRESHOLDS
+        self.steps: dict[str, Series] = {}          # source -> step time (s)
+        self.gen: deque[float] = deque(maxlen=TAIL)         # generation seconds per step (verl) / rollout (vLLM bar)
+        self.gen_step: deque[float] = deque(maxlen=TAIL)    # verl step seconds that go with `gen`
+        self.decode: deque[tuple[float, int]] = deque(maxlen=TAIL)   # (tokens/s, running requests), decode only
+        self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
+        self._snap_line = -10
+        self._last_bar: dict[tuple[int, int], int] = {}
+        self.finished_line = 0
+        self.stop: Optional[tuple[str, int]] = None
+        self.eager = False
+        self.entries = 0
+        self.speeds: dict[str, float] = {}          # the Trainer's end-of-run train_samples/steps_per_second
+        self.saves: list[int] = []                  # lines of checkpoint saves (their steps are slow by design)
+        self._blocks = 0
+
+    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
+        R = _RX
+        if self.entries < FULL_ENTRIES:
+            hits = spans(R.anchor, R.anchor_raw, view)
+        else:
+            hits = spans(R.rare, R.rare_raw, view) if any(search_raw(r, c, view) for c, r in R.gates) else []
+            self._blocks += 1
+            if self._blocks % SAMPLE_EVERY == 0:
+                hits += spans(R.freq, R.freq_raw, view, max(0, len(view) - 2048))
+                hits.sort()
+        if not hits:
+            return
+        P = R.parts
+        last_ls = -1
+        bars = 0
+        nl = counted = 0
+        for start, end in hits:
+            key = view[start:end]
+            if key.endswith((b"s/it,", b"s/it]", b"it/s,", b"it/s]")):
+                bars += 1
+                if bars > BARS_PER_BLOCK and bars % 16:
+                    continue
+            ls = view.rfind(b"\n", 0, start) + 1
+            if ls == last_ls:
+                continue
+            last_ls = ls
+            le = view.find(b"\n", end)
+            nl += lines.count(b"\n", counted, ls)
+            counted = ls
+            self.entries += 1
+            self._line(P, view[ls:le if le >= 0 else len(view)], key, line_base + nl)
+
+    def _add(self, source: str, line: int, v: float) -> None:
+        s = self.steps.get(source)
+        if s is None:
+            s = self.steps[source] = Series()
+        s.add(line, v)
+
+    def _line(self, P: dict[str, Any], seg: bytes, key: bytes, line: int) -> None:
+        if key.startswith(b"enforce"):
+            self.eager = self.eager or _EAGER.search(seg) is not None
+            return
+        if key.endswith(b"heckpoint"):
+            if len(self.saves) < 4096:
+                self.saves.append(line)
+            return
+        if key == b"train_runtime":
+            self.finished_line = line
+            for name in ("train_samples_per_second", "train_steps_per_second"):
+                m = re.search(name.encode() + rb"""['"]?\s*:\s*['"]?([0-9.]+)""", seg)
+                if m:
+                    self.speeds[name] = float(m.group(1))
+            return
+        if key in (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt"):
+            if self.stop is None:
+                self.stop = (key.decode(), line)
+            return
+        if key.endswith((b"s/it,", b"s/it]", b"it/s,", b"it/s]")):
+            m = P["bar"].search(seg)
+            if m is None:
+                return
+            label = _LABEL_PREFIX.sub("", m.group(1).decode("utf-8", "replace")).strip()   # rank / host prefixes
+            rate = float(m.group(6))
+            sec = rate if m.group(7) == b"s/it" else (1.0 / rate if rate else None)
+            if b"Processed prompts" in seg or b"generat" in seg.lower():
+                el = _secs(m.group(4))
+                if m.group(2) == m.group(3) and el:
+                    self.gen.append(el)
+                return
+            kind = classify_bar(label) if label else "training"
+            if kind != "training" or sec is None:
+                return
+            n, total = int(m.group(2)), int(m.group(3))
+            if n < 2 or self._last_bar.get((total, 0)) == n:
+                return      # the first steps include start-up; a redraw of the same step adds nothing
+            if len(self._last_bar) > 256:
+                self._last_bar.clear()
+            self._last_bar[(total, 0)] = n
+            self._add(f"bar/{total}", line, sec)
+            return
+        for src, scale in (("meg", 1e-3), ("verl", 1.0)):
+            m = P[src].search(seg)
+            if m:
+                self._add(src, line, float(m.group(1)) * scale)
+                if src == "verl":
+                    g = P["gen"].search(seg)
+                    if g:
+                        self.gen.append(float(g.group(1)))
+                        self.gen_step.append(float(m.group(1)))
+                return
+        m = P["ds"].search(seg)
+        if m:
+            r = float(m.group(1))
+            if r > 0:
+                self._add("ds", line, 1.0 / r)
+            return
+        m = P["vllm"].search(seg)
+        if m:
+            prompt, gen, running = float(m.group(1)), float(m.group(2)), int(m.group(3))
+            if running and prompt == 0:
+                self.decode.append((gen / running, running))
+            return
+        m = P["smi"].search(seg)
+        if m:
+            row: tuple[int, Optional[int], Optional[int], int] = (int(m.group(3)), int(m.group(1)), int(m.group(2)), line)
+        else:
+            m = P["csv"].search(seg)
+            if m is None:
+                return
+            row = (int(m.group(2)), int(m.group(3)), None, line)
+        if line - self._snap_line > 3 or not self.snaps or (m.re.pattern == _SMI_CSV and m.group(1) == b"0"):
+            self.snaps.append([])
+        self._snap_line = line
+        if len(self.snaps) <= 256:
+            self.snaps[-1].append(row)
+
+    def summary(self) -> dict[str, Any]:
+        """report.extra["throughput"]: what was read (empty when nothing was)."""
+        d: dict[str, Any] = {}
+        series = max(self.steps.items(), key=lambda kv: kv[1].n, default=None)
+        if series is not None:
+            vals = [v for _, v in series[1].values()]
+            d.update(source=series[0].split("/")[0], step_samples=series[1].n,
+                     median_step_s=round(_median(vals), 4), last_step_s=round(vals[-1], 4))
+        if self.snaps:
+            d["gpu_snapshots"] = len(self.snaps)
+        if self.decode:
+            d["decode_tok_s_per_request"] = round(_median([x for x, _ in self.decode]), 3)
+        d.update(self.speeds)
+        return d
+
+    # ------------------------------------------------------------------ detection
+    def detect(self, train_start: Optional[int]) -> list[Anomaly]:
+        th = self.th
+        nums: dict[str, Any] = {}
+        first_line = last_line = 0
+        # the main step-time series: the source with most samples
+        series = max(self.steps.values(), key=lambda s: s.n, default=None)
+        if series is not None and series.n >= th.rise_min_samples:
+            vals = series.values()
+            k = max(4, len(vals) // 4)
+            early, late = [v for _, v in vals[:k]], [v for _, v in vals[-k:]]
+            e, lt = _median(early), _median(late)
+            if e > 0 and lt > th.rise_factor * e and vals[-k][0] > vals[k - 1][0]:
+                nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
+                first_line, last_line = vals[-k][0], vals[-1][0]
+            per = self._periodic(vals)
+            if per is not None:
+                nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
+                first_line = first_line or vals[0][0]
+                last_line = last_line or vals[-1][0]
+        # nvidia-smi snapshots taken while training ran (after its first record, before it finished)
+        snaps = [s for s in self.snaps if s and train_start is not None and s[0][3] > train_start
+                 and not (self.finished_line and s[0][3] > self.finished_line)]
+        idle = [s for s in snaps if sum(1 for r in s if r[0] == 0) >= th.idle_gpus * len(s)]
+        if snaps and len(idle) * 2 >= len(snaps):
+            worst = max(idle, key=lambda s: sum(1 for r in s if r[0] == 0))
+            nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{sum(1 for r in worst if r[0] == 0)}/{len(worst)}")
+            first_line = first_line or idle[0][0][3]
+            last_line = max(last_line, idle[-1][-1][3])
+        elif idle and len(snaps) >= 3:
+            # busy snapshots with idle ones in between: utilisation drops to 0% periodically (input pipeline)
+            nums.update(pipeline=True, idle_some=len(idle), snaps=len(snaps))
+        full = [s for s in snaps if all(r[2] for r in s)]
+        if full and all(r[1] < th.mem_low * r[2] and r[0] < 90 for s in full for r in s):   # type: ignore[operator]
+            used = max(r[1] for s in full for r in s)
+            total = max(r[2] for s in full for r in s)   # type: ignore[type-var]
+            nums.update(mem_pct=f"{100 * used / total:.0f}", mem_total=total)
+            first_line = first_line or full[0][0][3]
+        gen_pct = self._gen_share(series)
+        if gen_pct is not None:
+            nums.update(gen_pct=f"{100 * gen_pct[0]:.0f}", gen=fmt(gen_pct[1]), step=fmt(gen_pct[2]))
+        if self.decode:
+            d = _median([x for x, _ in self.decode])
+            if d < th.decode_min:
+                nums.update(decode=fmt(d), reqs=max(r for _, r in self.decode))
+        if not nums:
+            return []
+        if self.eager:
+            nums["eager"] = True
+        idle_err = "idle" in nums
+        if self.stop is not None:
+            nums["stop"] = self.stop[0]
+            last_line = max(last_line, self.stop[1])
+        if self.gen:
+            nums["rollout"] = True      # the run generates rollouts: idle GPUs wait for generation
+            nums.pop("pipeline", None)
+        elif idle_err:
+            nums["pipeline"] = True
+        sev = "error" if (idle_err or self.stop is not None) else "warning"
+        line = first_line or last_line
+        # stopped from outside while slow: the slowdown explains why the time ran out, so it ranks above
+        # the scheduler's cancellation (priority 22) but below signature causes
+        prio = 40 if self.stop is not None else None
+        return [Anomaly("throughput", "throughput-low", sev, line, max(line, last_line), None, 1, nums, prio)]
+
+    def _periodic(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, float, float]]:
+        """(period, long step, median) when steps > periodic_factor x the median come at a fixed interval;
+        a step logged within a few lines after a checkpoint save is slow by design and does not count."""
+        th = self.th
+        xs = [v for _, v in vals]
+        if len(xs) < 4 * th.periodic_min:
+            return None
+        med = _median(xs)
+        saves = self.saves
+        long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med
+                and not any(0 <= ln - s <= 4 for s in saves)]
+        if len(long) < th.periodic_min or len(long) * 4 > len(xs):
+            return None
+        gaps = [b - a for a, b in zip(long, long[1:])]
+        if max(gaps) - min(gaps) > 1 or min(gaps) < 2:
+            return None
+        return round(sum(gaps) / len(gaps)), _median([xs[i] for i in long]), med
+
+    def _gen_share(self, series: Optional[Series]) -> Optional[tuple[float, float, float]]:
+        if self.gen_step:
+            g, s = _median(list(self.gen)[-len(self.gen_step):]), _median(list(self.gen_step))
+        elif self.gen and series is not None and series.n:
+            g, s = _median(self.gen), _median([v for _, v in series.values()])
+        else:
+            return None
+        if s <= 0 or g / s < self.th.gen_share:
+            return None
+        return min(g / s, 1.0), g, s

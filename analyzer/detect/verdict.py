@@ -1,0 +1,450 @@
+"""The verdict on a scanned log (layer 3): how the job ended, which signatures it survived, what next.
+
+Signature matching says *what* a log contains; the verdict says what it *means*:
+
+1. **Status.** `crashed` (death evidence: an uncaught exception, a signal, a launcher exit code, an
+   engine/actor/worker death, an HTTP 500 from a server that died), `finished` (Trainer metrics,
+   "Training completed", exit code 0) or `running` (the log stops with neither). A death marker
+   followed by progress or a finish line was survived. Markers live in rules/verdict.yaml and are
+   searched per block behind literal gates (progress: only the last occurrence per block).
+2. **Context decides fatality.** Error findings quoted in a Python warning, `trainable params: 0`
+   outside training, errors retried and followed by progress, and every signature of a finished
+   run become warnings (or info) with a stated reason (`Finding.judgement`). Silent-failure metric
+   detectors (`metric-*`) judge themselves and are left alone.
+3. **Unknown yields.** A crashed report always has an error finding (`unknown` naming the death
+   evidence at least). An unrecognised exception that only reports another process's death is a
+   symptom; a warning-level cause of the same rank earlier in the log that can explain a death is
+   promoted to error and ranks above the unknown.
+4. **Action.** Each finding and the report get `action` (retry | fix | replace-node | none) and
+   `action_reason`, from rules/actions.yaml: the rule's own action or its category's default,
+   changed by context overrides (an Xid in the log, a Slurm time limit...).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Optional
+
+from llmtriage.findings import ExceptionInfo, Finding, Report
+from llmtriage.ruleset.loader import builtin_rules_dir, load_data_files
+from llmtriage.engine.logparse import BENIGN_EXC
+from llmtriage.report.redact import clip
+
+try:  # pragma: no cover - exercised when google-re2 is installed
+    import re2 as _re2
+except ImportError:  # pragma: no cover
+    _re2 = None
+
+ACTIONS = ("retry", "fix", "replace-node", "none")
+STATUSES = ("crashed", "finished", "running")
+MAX_HITS = 256           # per marker kind: the last ones are kept (bounded memory on retry spam)
+_PER_BLOCK = 64          # hits taken from one block per marker
+_PROGRESS_TRIES = 4      # progress: last occurrences of a literal tried per block
+_CANDIDATES = 512        # literal hits looked at per block (bounded cost when every line is a hit)
+_PROGRESS_TAIL = 8192    # progress literals are first looked for in the last bytes of a block
+
+
+_DATA: dict[str, Any] = {}
+
+
+def use_data(data: dict[str, Any]) -> None:
+    """Take the verdict data parsed with the rule cache (`RuleSet.data`): no yaml in the scan."""
+    for name, value in data.items():
+        _DATA.setdefault(name, value)
+
+
+def _data(name: str) -> dict[str, Any]:
+    if name not in _DATA:
+        _DATA[name] = load_data_files(builtin_rules_dir())[name]
+    return _DATA[name]
+
+
+def verdict_spec() -> dict[str, Any]:
+    """rules/verdict.yaml: status markers, fatality contexts, unknown-finding text."""
+    return _data("verdict.yaml")
+
+
+def action_spec() -> dict[str, Any]:
+    """rules/actions.yaml: category defaults, generic reasons, context overrides, labels."""
+    return _data("actions.yaml")
+
+
+def tr(entry: Any, lang: Optional[str], **values: Any) -> str:
+    """Text of a {en, zh} entry in `lang`, with `{name}` placeholders filled."""
+    text = entry.get("zh" if lang == "zh" else "en") or entry.get("en", "") if isinstance(entry, dict) else str(entry)
+    return text.format(**values) if values else text
+
+
+@dataclass(frozen=True)
+class Marker:
+    name: str
+    kind: str
+    literals: tuple[bytes, ...]
+    regex: Any
+
+
+@lru_cache(maxsize=1)
+def markers() -> tuple[Marker, ...]:
+    out = []
+    for m in verdict_spec()["markers"]:
+        out.append(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]),
+                          re.compile(m["regex"].encode(), re.MULTILINE)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def _rx(pattern: str) -> Any:
+    return re.compile(pattern)
+
+
+def _line_at(view: bytes, pos: int) -> tuple[int, int]:
+    start = view.rfind(b"\n", 0, pos) + 1
+    end = view.find(b"\n", pos)
+    return start, len(view) if end < 0 else end
+
+
+@lru_cache(maxsize=16)
+def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any, tuple[Marker, ...]]:
+    """One compiled alternation of the literals of `marks`, leaving out training/context facts
+    already in `skip`, and the markers it covers."""
+    active = tuple(m for m in marks if not (m.kind in ("training", "context") and m.name in skip))
+    lits = sorted({lit for m in active for lit in m.literals}, key=len, reverse=True)
+    if not lits:
+        return None, active
+    pattern = b"|".join(re.escape(lit) for lit in lits)
+    return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace").strip()[:300]
+
+
+class Scanner:
+    """Collects status evidence block by block (fed by the matcher beside its observers).
+
+    One pass per block finds every marker literal at once (a compiled alternation: RE2 when
+    installed); a marker's regex then runs only on the lines holding one of its literals. Progress
+    is only needed as "the last progress line": its literals are looked up from the block's end."""
+
+    def __init__(self) -> None:
+        self.markers = markers()
+        self.hits: dict[str, list[tuple[int, str, str]]] = {}
+        self.seen: set[str] = set()
+        self._last_prog: Optional[tuple[int, bytes, int]] = None
+        self._progress_markers = [m for m in self.markers if m.kind == "progress"]
+        self._others = tuple(m for m in self.markers if m.kind != "progress")
+        self._gate, self._active = _literal_gate(self._others, frozenset())
+        self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
+
+    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
+        self._progress(lines, view, line_base)
+        if self._gate is None:
+            return
+        cands: set[tuple[int, int]] = set()
+        for n, hit in enumerate(self._gate.finditer(view)):
+            if n >= _CANDIDATES:
+                break
+            cands.add(_line_at(view, hit.start()))
+        spans: dict[Marker, list[tuple[int, int]]] = {}
+        for a, b in sorted(cands):       # every marker with a literal on the line (literals may overlap)
+            text = view[a:b]
+            for m in self._active:
+                if any(lit in text for lit in m.literals):
+                    spans.setdefault(m, []).append((a, b))
+        changed = False
+        for m, todo in spans.items():
+            found = 0
+            for a, b in todo:
+                if not m.regex.search(view, a, b):
+                    continue
+                self.seen.update((m.name, m.kind))
+                if m.kind in ("training", "context"):
+                    changed = True
+                    break
+                kept = self.hits.setdefault(m.kind, [])
+                kept.append((line_base + lines.count(b"\n", 0, a), m.name, _text(view[a:b])))
+                if len(kept) > 2 * MAX_HITS:
+                    del kept[:-MAX_HITS]
+                found += 1
+                if found >= _PER_BLOCK:
+                    break
+        if changed:     # a training/context fact is known once: stop looking for its literals
+            self._gate, self._active = _literal_gate(self._others, frozenset(self.seen))
+
+    def _progress(self, lines: bytes, view: bytes, line_base: int) -> None:
+        tail = max(0, len(view) - _PROGRESS_TAIL)
+        best = -1
+        for m in self._progress_markers:
+            for lit in m.literals:
+                end = len(view)
+                for _ in range(_PROGRESS_TRIES):
+                    pos = view.rfind(lit, tail, end)
+                    if pos < 0 or pos <= best:
+                        break
+                    a, b = _line_at(view, pos)
+                    if m.regex.search(view, a, b):
+                        best = a
+                        self.seen.update((m.name, m.kind))
+                        break
+                    end = a
+        if best < 0 and self._progress_gate is not None:    # none near the end: the whole block, one pass
+            for hit in self._progress_gate.finditer(view, 0, tail):
+                a, b = _line_at(view, hit.start())
+                if a > best and any(m.regex.search(view, a, b) for m in self._progress_markers):
+                    best = a
+        if best >= 0:
+            self.seen.add("progress")
+            self._last_prog = (line_base, lines, best)     # its line number is counted when asked
+
+    @property
+    def last_progress(self) -> int:
+        if self._last_prog is None:
+            return 0
+        base, lines, pos = self._last_prog
+        return base + lines.count(b"\n", 0, pos)
+
+    def last(self, kind: str) -> int:
+        return max((h[0] for h in self.hits.get(kind, ())), default=0)
+
+
+# --------------------------------------------------------------------------- the unknown finding
+
+def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
+    """The `unknown` finding for an exception no rule explains (text from rules/verdict.yaml)."""
+    u = verdict_spec()["unknown"]
+    benign = exc.type.rsplit(".", 1)[-1] in BENIGN_EXC
+    where = ""
+    if exc.user_frame is not None:
+        where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
+    return Finding(
+        rule_id="unknown", category="unknown", severity="warning" if benign else "error",
+        title=tr(u["title"], lang, type=exc.type)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
+        evidence=clip(exc.headline, 2000), rank=exc.rank, captures={"type": exc.type}, role="cause",
+        confidence="low", priority=0, cause=tr(u["cause"], lang), location=exc.user_frame,
+        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=exc.type)} for f in u["fixes"]],
+    )
+
+
+def _death_unknown(death: dict[str, Any], lang: Optional[str]) -> Finding:
+    u = verdict_spec()["unknown"]
+    return Finding(
+        rule_id="unknown", category="unknown", severity="error", title=tr(u["death_title"], lang, name=death["name"])[:90],
+        message=clip(death["evidence"], 500), line=death["line"], evidence=clip(death["evidence"], 2000),
+        captures={"type": death["name"]}, role="cause", confidence="low", priority=0,
+        cause=tr(u["death_cause"], lang),
+        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=death["name"])} for f in u["fixes"]],
+    )
+
+
+# --------------------------------------------------------------------------- status
+
+def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, Optional[dict[str, Any]]]:
+    """(status, evidence): the first death nothing undid, else the last finish line."""
+    gap = int(verdict_spec().get("progress_gap", 20))
+    last_finish = scanner.last("finish")
+    deaths = list(scanner.hits.get("death", ()))
+    deaths += [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
+               if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
+    alive = sorted(d for d in deaths if last_finish < d[0] and scanner.last_progress <= d[0] + gap)
+    if alive:
+        line, name, text = alive[0]
+        return "crashed", {"line": line, "name": name, "evidence": text}
+    if last_finish:
+        line, name, text = max(scanner.hits["finish"])
+        return "finished", {"line": line, "name": name, "evidence": text}
+    return "running", None
+
+
+def _survived(line: int, scanner: Scanner) -> bool:
+    gap = int(verdict_spec().get("progress_gap", 20))
+    return scanner.last("finish") > line or scanner.last_progress > line + gap
+
+
+# --------------------------------------------------------------------------- fatality
+
+def _demote(f: Finding, severity: str, reason: str, ctx: str) -> None:
+    f.judgement = {"context": ctx, "severity_was": f.severity, "reason": reason}
+    f.severity = severity
+
+
+def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: str) -> bool:
+    if ctx.get("categories") and f.category not in ctx["categories"]:
+        return False
+    if ctx.get("evidence") and not _rx(ctx["evidence"]).search(f.evidence):
+        return False
+    if any(s in scanner.seen for s in ctx.get("unless_seen", ())):
+        return False
+    if any(s not in scanner.seen for s in ctx.get("seen", ())):
+        return False
+    if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
+        return False
+    if ctx.get("near"):
+        win = verdict_spec()["recovery_window"]
+        last = f.last_line or f.line
+        lo, hi = f.line - int(win["before"]), last + int(win["after"])
+        if not any(lo <= h[0] <= hi for h in scanner.hits.get(ctx["near"], ())):
+            return False
+        if not (scanner.last_progress > last or scanner.last("finish") > last):
+            return False
+    return True
+
+
+def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, finish: Optional[dict[str, Any]],
+                    lang: Optional[str]) -> None:
+    spec = verdict_spec()
+    for f in findings:
+        if f.severity != "error" or f.rule_id.startswith("metric-") or f.rule_id == "unknown":
+            continue
+        for ctx in spec["contexts"]:
+            if _context_applies(ctx, f, scanner, status):
+                _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
+                break
+        if (f.severity == "error" and status == "finished" and finish is not None
+                and f.category not in spec["finished"].get("keep_categories", ())):
+            _demote(f, spec["finished"]["severity"], tr(spec["finished"]["reason"], lang, line=finish["line"]), "finished")
+
+
+def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang: Optional[str]) -> None:
+    if death is None:
+        return
+    spec = verdict_spec()["after_death"]
+    cut = death["line"] + int(spec["margin"])
+    recognised = [f for f in findings if f.severity == "error" and f.rule_id != "unknown" and f.line <= cut]
+    if not recognised:
+        return
+    for f in findings:
+        if (f.severity == "error" and f.rule_id != "unknown" and f.line > cut and f.role == "cause"
+                and f.category not in spec.get("exempt_categories", ())):
+            f.role, f.priority = "symptom", 0
+            f.judgement = {"context": "after-death", "severity_was": "error",
+                           "reason": tr(spec["reason"], lang, line=death["line"])}
+
+
+def _same_process(f: Finding, u: Finding) -> bool:
+    return f.rank is None or u.rank is None or f.rank == u.rank or u.rank in f.ranks
+
+
+def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
+    spec = verdict_spec()
+    reports = set(spec["death_reports"])
+    explains = set(spec["explains_death"])
+    for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error"]:
+        earlier = [f for f in findings if f is not u and f.rule_id != "unknown" and f.judgement is None
+                   and f.line <= u.line and _same_process(f, u)]
+        if u.captures.get("type", "").rsplit(".", 1)[-1] in reports and any(f.severity == "error" for f in earlier):
+            u.role = "symptom"          # it only reports a death that a recognised signature explains
+            continue
+        if any(f.severity == "error" and f.role == "cause" for f in earlier):
+            continue
+        causes = [f for f in earlier if f.severity == "warning" and f.role == "cause" and f.category in explains]
+        if causes:
+            best = max(causes, key=lambda f: (f.priority, f.line))
+            best.judgement = {"context": "explains-death", "severity_was": "warning",
+                              "reason": tr(spec["explains_reason"], lang, line=u.line)}
+            best.severity = "error"
+
+
+def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
+          scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any]) -> list[Finding]:
+    """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings."""
+    status, evidence = status_of(scanner, exceptions)
+    report.extra["status"] = status
+    report.extra["death"] = evidence if status == "crashed" else None
+    _judge_fatality(findings, scanner, status, evidence if status == "finished" else None, lang)
+    errors = [f for f in findings if f.severity == "error"]
+    if exc is not None and not errors:
+        u = unknown_finding(exc, lang)
+        if u.severity == "error" and status != "crashed" and _survived(exc.line, scanner):
+            ctx = next(c for c in verdict_spec()["contexts"] if c["id"] == "recovered")
+            _demote(u, "warning", tr(ctx["reason"], lang), "survived")
+        findings.append(u)
+    elif errors and all(f.role == "symptom" for f in errors):
+        # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no
+        # rule explains and that is not the launcher's own wrapper is the better root-cause guess.
+        root = root_exception(exceptions)
+        if root is not None and not any(f.line <= root.line <= (f.last_line or f.line) for f in findings):
+            findings.append(unknown_finding(root, lang))
+    if status == "crashed" and evidence is not None and not any(f.severity == "error" for f in findings):
+        findings.append(_death_unknown(evidence, lang))
+    _after_death(findings, evidence if status == "crashed" else None, lang)
+    _yield_unknown(findings, lang)
+    findings.sort(key=Finding.sort_key)
+    for f in findings:
+        f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id)
+    root_f = next((f for f in findings if f.severity == "error"), None)
+    if root_f is not None:
+        report.extra["action"], report.extra["action_reason"] = root_f.action, root_f.action_reason
+    else:
+        report.extra["action"], report.extra["action_reason"] = "none", tr(action_spec()["generic"]["none"], lang)
+    return findings
+
+
+_WRAPPERS = {"ChildFailedError", "CalledProcessError", "SystemExit", "ProcessRaisedException", "ProcessExitedException"}
+
+
+def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
+    """The last exception that is neither benign (Ctrl-C) nor a launcher's wrapper of a child failure."""
+    for exc in reversed(exceptions):
+        short = exc.type.rsplit(".", 1)[-1]
+        if short not in BENIGN_EXC and short not in _WRAPPERS:
+            return exc
+    return None
+
+
+# --------------------------------------------------------------------------- actions
+
+def _override_applies(o: dict[str, Any], f: Finding, seen: set[str]) -> bool:
+    if o.get("categories") and f.category not in o["categories"]:
+        return False
+    if o.get("rules") and f.rule_id not in o["rules"]:
+        return False
+    if any(s not in seen for s in o.get("seen", ())):
+        return False
+    if any(s in seen for s in o.get("unless_seen", ())):
+        return False
+    if o.get("evidence") and not _rx(o["evidence"]).search(f.evidence + "\n" + f.message):
+        return False
+    for name, pat in (o.get("captures") or {}).items():
+        if not _rx(pat).search(f.captures.get(name, "")):
+            return False
+    return True
+
+
+def action_for(f: Finding, seen: set[str], lang: Optional[str], rules_by_id: dict[str, Any]) -> tuple[str, str]:
+    """(action, reason) of one finding: survived -> none; else override, rule action, category default."""
+    spec = action_spec()
+    if f.judgement is not None and f.severity != "error":
+        return "none", tr(spec["survived"], lang, reason=f.judgement["reason"])
+    if f.severity == "info":
+        return "none", tr(spec["generic"]["none"], lang)
+    for o in spec["overrides"]:
+        if _override_applies(o, f, seen):
+            return o["action"], tr(o["reason"], lang)
+    rule_action = (rules_by_id.get(f.rule_id) or {}).get("action")
+    cat = spec["categories"].get(f.category) or spec["categories"]["unknown"]
+    if rule_action and rule_action != cat["action"]:
+        return rule_action, tr(spec["generic"][rule_action], lang)
+    return cat["action"], tr(cat, lang)
+
+
+def next_line(action: str, reason: str, lang: Optional[str]) -> str:
+    """The human `Next: <action> — <reason>` line."""
+    labels = action_spec()["labels"]
+    name = tr(labels["actions"].get(action, {"en": action}), lang)
+    sep = "：" if lang == "zh" else ": "
+    return f"{tr(labels['next'], lang)}{sep}{name} — {reason}"
+
+
+def status_word(status: str, lang: Optional[str]) -> str:
+    return tr(verdict_spec()["status"].get(status, {"en": status}), lang)
+
+
+def rule_action(rule: dict[str, Any], lang: Optional[str]) -> tuple[str, str]:
+    """The default (context-free) action of a rule: its own, else its category's."""
+    spec = action_spec()
+    cat = spec["categories"].get(rule["category"]) or spec["categories"]["unknown"]
+    own = rule.get("action")
+    if own and own != cat["action"]:
+        return own, tr(spec["generic"][own], lang)
+    return cat["action"], tr(cat, lang)

@@ -1,0 +1,280 @@
+"""Reading and normalising raw logs (layer 0: knows nothing about rules).
+
+- `iter_blocks` streams binary input in ~64 KiB blocks cut at a newline, forcing a cut at
+  MAX_LINE so memory stays O(block + MAX_LINE) whatever the input.
+- `match_view` gives the bytes the matcher scans: ANSI escapes removed and `\\r` turned into
+  `\\n` (each tqdm redraw becomes its own segment); line numbers are counted on the same bytes
+  before the `\\r` translation, so they always point at the original input's lines.
+- `decode_line` never fails (UTF-8, then GB18030, then UTF-8 with replacement).
+- `split_prefix` recognises rank / host / timestamp prefixes.
+- `TracebackParser` extracts Python tracebacks (chained, rank-interleaved, with C++ frames).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator, Optional
+
+from llmtriage.findings import ExceptionInfo, Frame
+
+BLOCK = 64 * 1024
+MAX_LINE = 1024 * 1024
+EVIDENCE_CAP = 16 * 1024
+
+# An OSC sequence (`ESC ] ... BEL`) never spans a newline: eating one would shift every line number after it.
+_ANSI_B = re.compile(rb"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_ANSI_S = re.compile(r"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def iter_blocks(fh: BinaryIO, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[tuple[bytes, bool]]:
+    """Yield (chunk, forced) where chunk ends at a newline unless forced (a line longer than
+    max_line was cut) or it is the end of input."""
+    # The unfinished tail is kept as a list of pieces joined once (linear on a 200 MB line), and a
+    # block that already ends at a newline is yielded as read, without a copy.
+    pend: list[bytes] = []
+    plen = 0
+    read = fh.read
+    while True:
+        data = read(block)
+        if not data:
+            break
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pend.append(data)
+            plen += len(data)
+            if plen >= max_line:
+                yield b"".join(pend), True
+                pend = []
+                plen = 0
+            continue
+        cut += 1
+        if pend:
+            pend.append(data[:cut])
+            yield b"".join(pend), False
+        else:
+            yield (data if cut == len(data) else data[:cut]), False
+        if cut < len(data):
+            pend = [data[cut:]]
+            plen = len(data) - cut
+        else:
+            pend = []
+            plen = 0
+    if pend:
+        yield b"".join(pend), False
+
+
+def strip_ansi_bytes(chunk: bytes) -> bytes:
+    return _ANSI_B.sub(b"", chunk) if b"\x1b" in chunk else chunk
+
+
+def match_view(chunk: bytes) -> tuple[bytes, bytes]:
+    """(lines, view): `lines` has ANSI removed (newlines intact, used for line numbers);
+    `view` is the same length with every `\\r` turned into `\\n` (used for matching)."""
+    lines = strip_ansi_bytes(chunk)
+    view = lines.replace(b"\r", b"\n") if b"\r" in lines else lines
+    return lines, view
+
+
+def decode_line(raw: bytes) -> tuple[str, str]:
+    """(text, encoding) — never raises."""
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        return raw.decode("gb18030"), "gb18030"
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace"), "utf-8-replace"
+
+
+def normalise_text(text: str) -> str:
+    """ANSI stripped, `\\r` bars reduced to their last non-empty state, trailing space removed."""
+    if "\x1b" in text:
+        text = _ANSI_S.sub("", text)
+    if "\r" in text:
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    return text.rstrip()
+
+
+# Prefixes a launcher or logger puts before the message. Applied repeatedly (host, then rank, then time).
+_PREFIX = re.compile(
+    r"""^\s*(?:
+        \[(?:rank|RANK|Rank)\s*(?P<rank>\d{1,6})\]\s*:?\s*                 # torchrun --tee / torch 2.x "[rank3]:"
+      | \[default(?P<local>\d{1,4})\]\s*:\s*                               # torchrun --tee "[default0]:"
+      | (?P<srun>\d{1,6}):\s(?=\S)                                         # srun -l "0: "
+      | (?P<host>[A-Za-z][A-Za-z0-9_.]*-[A-Za-z0-9_.-]*\d|[a-z][a-z_]*\d+):\s(?=\S)   # pdsh/deepspeed "node-12: "
+      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?   # ISO time
+      | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                   # [12:01:02]
+      | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"
+    )""",
+    re.VERBOSE,
+)
+
+
+@dataclass
+class Prefix:
+    rank: Optional[int] = None
+    host: Optional[str] = None
+    text: str = ""          # the line without its prefixes
+
+
+def split_prefix(line: str) -> Prefix:
+    out = Prefix()
+    rest = line
+    for _ in range(6):
+        m = _PREFIX.match(rest)
+        if not m or m.end() == 0:
+            break
+        g = m.groupdict()
+        if g["rank"] is not None and out.rank is None:
+            out.rank = int(g["rank"])
+        elif g["local"] is not None and out.rank is None:
+            out.rank = int(g["local"])
+        elif g["srun"] is not None and out.rank is None:
+            out.rank = int(g["srun"])
+        elif g["host"] is not None and out.host is None:
+            out.host = g["host"]
+        rest = rest[m.end():]
+    out.text = rest
+    return out
+
+
+# ------------------------------------------------------------------------ tracebacks
+
+_TB_START = "Traceback (most recent call last)"
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
+_CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
+_EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*)(?::\s?(?P<msg>.*))?$")
+# Exception classes named otherwise, after the frames of a traceback: `pyarrow.lib.ArrowInvalid`,
+# `ArrowInvalid`, `cv2.error`, `socket.timeout`; not a logger's `INFO:`, `wandb:` or `x.api: [WARNING]`.
+_EXC_OTHER = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][a-z0-9]+[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[A-Z][a-z]\w*"
+                        r"|(?:[A-Za-z_]\w*\.)+(?:error|timeout|gaierror|herror))(?::\s?(?P<msg>(?!\[[A-Z]+\]).*))?$")
+_CPP = re.compile(r"^(?:Exception raised from |frame #\d+:)")
+# Library frames: never "your code". Cython modules (.pyx) and frozen/built-in modules are libraries too.
+_LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib(?:64)?/python\d|<frozen |<built-in|\\lib\\|/usr/lib/"
+                      r"|\.(?:pyx|pxi|pxd|so)$)")
+BENIGN_EXC = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration"}
+
+
+@dataclass
+class _TB:
+    start: int
+    frames: list[Frame] = field(default_factory=list)
+    chain: list[str] = field(default_factory=list)
+    last_frame_line: int = 0
+    chain_omitted: int = 0
+
+
+CHAIN_KEEP = 8          # a chain keeps its first and last CHAIN_KEEP exceptions, and counts the rest
+FRAMES_KEEP = 32        # only the most recent exceptions keep their frames (user_frame always stays)
+
+
+def chain_add(chain: list[str], omitted: int, headline: str) -> tuple[list[str], int]:
+    """`chain` + [headline], bounded to the first and last CHAIN_KEEP entries (O(CHAIN_KEEP) per
+    exception, so 10^5 chained exceptions parse in linear time)."""
+    if len(chain) < 2 * CHAIN_KEEP:
+        return chain + [headline], omitted
+    return chain[:CHAIN_KEEP] + chain[CHAIN_KEEP + 1:] + [headline], omitted + 1
+
+
+class TracebackParser:
+    """Feed (line_no, text) of normalised lines; collects every final exception.
+
+    Tracebacks are tracked per stream (rank or host) so interleaved ranks don't mix. Only lines
+    inside a traceback are kept, so memory is bounded by the longest traceback (frames capped).
+    """
+
+    MAX_FRAMES = 200
+    MAX_GAP = 400
+
+    def __init__(self) -> None:
+        self._open: dict[object, _TB] = {}
+        self._pending_chain: dict[object, tuple[list[str], int, int]] = {}
+        self._last_exc: dict[object, ExceptionInfo] = {}
+        self.exceptions: list[ExceptionInfo] = []
+
+    @property
+    def active(self) -> bool:
+        return bool(self._open) or bool(self._last_exc)
+
+    def feed(self, line_no: int, raw_text: str) -> None:
+        pre = split_prefix(raw_text)
+        key = pre.rank if pre.rank is not None else pre.host
+        text = pre.text
+        if _TB_START in text:
+            chain: list[str] = []
+            omitted = 0
+            pend = self._pending_chain.pop(key, None)
+            if pend and line_no - pend[1] < 10:
+                chain, omitted = pend[0], pend[2]
+            self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted)
+            self._last_exc.pop(key, None)
+            return
+        exc_prev = self._last_exc.get(key)
+        if exc_prev is not None:
+            stripped = text.strip()
+            if _CPP.match(stripped):
+                if len(exc_prev.cpp_frames) < 64:
+                    exc_prev.cpp_frames.append(stripped[:300])
+                return
+            if _CHAIN.search(text):
+                chain, omitted = chain_add(exc_prev.chain, exc_prev.chain_omitted, exc_prev.headline[:500])
+                self._pending_chain[key] = (chain, line_no, omitted)
+                self._last_exc.pop(key, None)
+                if self.exceptions and self.exceptions[-1] is exc_prev:
+                    self.exceptions.pop()
+                return
+            if line_no - exc_prev.line > 60:
+                self._last_exc.pop(key, None)
+        tb = self._open.get(key)
+        if tb is None:
+            # idle keys expire
+            return
+        if line_no - tb.last_frame_line > self.MAX_GAP:
+            del self._open[key]
+            return
+        m = _FRAME.match(text)
+        if m:
+            if len(tb.frames) >= self.MAX_FRAMES:
+                tb.frames.pop(0)
+            tb.frames.append(Frame(file=m["file"], line=int(m["line"]), function=(m["func"] or "").strip()))
+            tb.last_frame_line = line_no
+            return
+        stripped = text.strip()
+        if not stripped:
+            return
+        if text[:1] in (" ", "\t") or stripped.startswith(("^", "~", "...")) or "frames]" in stripped:
+            # source line under a frame, caret markers, "[Previous line repeated N more times]"
+            if tb.frames and not tb.frames[-1].code and not stripped.startswith(("^", "~")):
+                tb.frames[-1].code = stripped[:300]
+            return
+        em = _EXC.match(stripped)
+        if em is None and tb.frames and not stripped.endswith(":"):   # `X raised:` + the real error next
+            em = _EXC_OTHER.match(stripped)
+        if em or not tb.frames:
+            typ = em["type"] if em else stripped.split(":", 1)[0][:120]
+            msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")
+            info = ExceptionInfo(type=typ, message=msg.strip()[:2000], line=line_no, rank=pre.rank,
+                                 frames=tb.frames, chain=tb.chain, chain_omitted=tb.chain_omitted)
+            info.user_frame = next((f for f in reversed(tb.frames) if not _LIBRARY.search(f.file)), None)
+            self.exceptions.append(info)
+            if len(self.exceptions) > FRAMES_KEEP:      # frames are kept per report, not per exception
+                old = self.exceptions[-FRAMES_KEEP - 1]
+                old.frames = []
+                old.cpp_frames = []
+            if len(self.exceptions) > 2000:
+                del self.exceptions[:1000]
+            self._last_exc[key] = info
+            del self._open[key]
+            return
+        # An unexpected line (e.g. another logger) inside a traceback: tolerate a few.
+        if line_no - tb.last_frame_line > 20:
+            del self._open[key]
+
+    def headline(self) -> Optional[ExceptionInfo]:
+        """The last non-benign final exception, else the last one."""
+        for exc in reversed(self.exceptions):
+            if exc.type.rsplit(".", 1)[-1] not in BENIGN_EXC:
+                return exc
+        return self.exceptions[-1] if self.exceptions else None

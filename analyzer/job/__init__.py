@@ -1,0 +1,1 @@
+"""Multi-log jobs: per-rank logs, the first failing rank, cascades and run diffs."""

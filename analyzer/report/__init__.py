@@ -1,0 +1,1 @@
+"""Findings to output: ranking helpers, human/JSON/SARIF/GitHub renderers, credential redaction, baselines."""

@@ -1,0 +1,195 @@
+"""Renderers of reports: human (terminal) and json; other formats register lazily (layer 4).
+
+No click here: colour is plain ANSI decided by the caller (`color=True/False`).
+"""
+from __future__ import annotations
+
+import json
+from importlib import import_module
+from typing import Any, Callable, Optional, TextIO
+
+from llmtriage.findings import Finding, Report, reports_to_dict
+from llmtriage.report.redact import redact, safe_reports
+from llmtriage.detect.verdict import next_line, status_word
+
+# name -> "module:function" (lazy) or a function(reports, stream, **opts)
+RENDERERS: dict[str, Any] = {
+    "sarif": "llmtriage.report.render_ci:render_sarif",
+    "github": "llmtriage.report.render_ci:render_github",
+}
+
+def redact_obj(obj: Any) -> Any:
+    """Mask credentials in every string of a JSON-like object."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, list):
+        return [redact_obj(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: redact_obj(v) for k, v in obj.items()}
+    return obj
+
+
+# Formats read on a terminal or parsed by the GitHub runner: control characters are neutralised too.
+TERMINAL_FORMATS = {"human", "github", "quiet"}
+
+
+def get_renderer(fmt: str) -> Callable[..., None]:
+    """The renderer of `fmt`, behind the one choke point (`redact.safe_reports`): credentials masked
+    in every log-derived field before any renderer truncates, control characters neutralised for
+    terminal formats."""
+    inner = _get_renderer(fmt)
+    terminal = fmt in TERMINAL_FORMATS
+
+    def render(reports: list[Report], out: TextIO, **opts: Any) -> None:
+        inner(safe_reports(reports, terminal=terminal), out, **opts)
+
+    return render
+
+
+def _get_renderer(fmt: str) -> Callable[..., None]:
+    if fmt == "json":
+        return render_json
+    if fmt == "human":
+        return render_human
+    if fmt == "quiet":
+        return render_quiet
+    target = RENDERERS.get(fmt)
+    if target is None:
+        raise KeyError(fmt)
+    if isinstance(target, str):
+        mod, fn = target.split(":")
+        target = getattr(import_module(mod), fn)
+    return target
+
+
+def render_json(reports: list[Report], out: TextIO, **_: Any) -> None:
+    json.dump(redact_obj(reports_to_dict(reports)), out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
+class _Style:
+    def __init__(self, color: bool):
+        self.color = color
+
+    def __call__(self, text: str, *codes: str) -> str:
+        if not self.color or not codes:
+            return text
+        table = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "green": "32", "blue": "34",
+                 "cyan": "36", "magenta": "35"}
+        return "\x1b[" + ";".join(table[c] for c in codes) + "m" + text + "\x1b[0m"
+
+
+_SEV = {"error": ("✖", "red"), "warning": ("▲", "yellow"), "info": ("•", "blue")}
+_LABELS = {
+    "en": {"line": "line", "lines": "lines", "ranks": "ranks", "rank": "rank", "why": "Why", "what": "What",
+           "fixes": "Fixes", "at": "at", "none": "no known failure signature found", "also": "Also found",
+           "times": "x", "when": "when", "verified": "verified", "root": "Root cause", "more": "more",
+           "input_error": "input error", "baselined": "findings baselined (see {file}; --no-baseline shows them)",
+           "ok": "ok"},
+    "zh": {"line": "行", "lines": "行", "ranks": "rank", "rank": "rank", "why": "原因", "what": "含义",
+           "fixes": "修复方法", "at": "位于", "none": "未发现已知的故障特征", "also": "其他发现",
+           "times": "次", "when": "适用条件", "verified": "已验证", "root": "根因", "more": "更多",
+           "input_error": "输入错误", "baselined": "条发现已记入基线（见 {file}；--no-baseline 可显示）",
+           "ok": "正常"},
+}
+
+
+def _where(f: Finding, L: dict[str, str]) -> str:
+    s = f"{L['line']} {f.line}"
+    if f.count > 1:
+        s += f", {f.count}{L['times']}" + (f" ({L['lines']} {f.line}–{f.last_line})" if f.last_line != f.line else "")
+    if len(f.ranks) > 1:
+        rk = ",".join(str(r) for r in f.ranks[:8]) + ("…" if len(f.ranks) > 8 else "")
+        s += f", {L['ranks']} {rk}"
+    elif f.rank is not None or f.ranks:
+        s += f", {L['rank']} {f.rank if f.rank is not None else f.ranks[0]}"
+    return s
+
+
+def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lang: Optional[str] = None,
+                 verbose: bool = False, top: Optional[int] = None, **_: Any) -> None:
+    st = _Style(color)
+    L = _LABELS["zh" if lang == "zh" else "en"]
+    for ri, rep in enumerate(reports):
+        if ri:
+            out.write("\n")
+        header = st(rep.source, "bold")
+        extra = []
+        if rep.extra.get("phase"):
+            extra.append(str(rep.extra["phase"]))
+        if rep.extra.get("step") is not None:
+            extra.append(f"step {rep.extra['step']}")
+        status = f"  [{status_word(str(rep.extra['status']), lang)}]" if rep.extra.get("status") else ""
+        out.write(header + (st("  (" + ", ".join(extra) + ")", "dim") if extra else "") + st(status, "dim") + "\n")
+        if rep.extra.get("error"):
+            out.write("  " + st("✖ " + L["input_error"], "red", "bold") + f": {redact(rep.extra['error'])}\n")
+            continue
+        if rep.extra.get("baselined"):
+            out.write("  " + st(f"{rep.extra['baselined']} " + L["baselined"].format(
+                file=rep.extra.get("baseline_file") or ".llmtriage-baseline.json"), "dim") + "\n")
+        if not rep.findings:
+            out.write("  " + st("✔ " + L["none"], "green") + "\n")
+            continue
+        shown = rep.findings if top is None else rep.findings[:top]
+        for i, f in enumerate(shown):
+            icon, colr = _SEV.get(f.severity, ("•", "blue"))
+            head = f"{icon} {f.severity}"
+            if i == 0:
+                out.write(f"  {st(head, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
+                out.write(f"    {redact(f.message)}\n")
+                out.write(f"    {st(_where(f, L), 'cyan')}: {st(_cut(redact(f.evidence), 300), 'dim')}\n")
+                if f.location is not None:
+                    out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
+                if f.action:
+                    out.write(f"  {st(next_line(f.action, redact(f.action_reason), lang), 'bold', 'magenta')}\n")
+                if f.explanation:
+                    out.write(f"  {st(L['what'], 'bold')}: {_wrap(f.explanation)}\n")
+                if f.cause:
+                    out.write(f"  {st(L['why'], 'bold')}: {_wrap(f.cause)}\n")
+                if f.fixes:
+                    out.write(f"  {st(L['fixes'], 'bold')}:\n")
+                    for n, fx in enumerate(f.fixes, 1):
+                        mark = ""
+                        if fx.get("verified"):
+                            v = fx.get("verification") or {}
+                            how = ", ".join(x for x in (v.get("device"), v.get("torch") and f"torch {v['torch']}",
+                                                        v.get("transformers") and f"transformers {v['transformers']}") if x)
+                            mark = f" {st('✔ ' + L['verified'] + (f' ({how})' if how else ''), 'green')}"
+                        out.write(f"    {n}. {st(fx['title'], 'bold')}{mark}\n")
+                        out.write(f"       {_wrap(fx['detail'], 7)}\n")
+                        if fx.get("when"):
+                            out.write(f"       ({L['when']}: {fx['when']})\n")
+                        if fx.get("snippet"):
+                            for sl in str(fx["snippet"]).splitlines():
+                                out.write(f"         {st(sl, 'cyan')}\n")
+                if len(shown) > 1:
+                    out.write(f"  {st(L['also'], 'bold')}:\n")
+            else:
+                out.write(f"    {st(icon, colr)} {f.title} {st('[' + f.rule_id + ']', 'dim')} — {_where(f, L)}\n")
+        if top is not None and len(rep.findings) > top:
+            out.write(f"    … {len(rep.findings) - top} {L['more']}\n")
+
+
+def render_quiet(reports: list[Report], out: TextIO, *, lang: Optional[str] = None, **_: Any) -> None:
+    """-q: one line per input: source, root cause (category/rule), action, line; or the input error."""
+    L = _LABELS["zh" if lang == "zh" else "en"]
+    for rep in reports:
+        if rep.extra.get("error"):
+            out.write(f"{rep.source}: {L['input_error']}: {redact(rep.extra['error'])}\n")
+            continue
+        f = rep.top
+        if f is None:
+            out.write(f"{rep.source}: {L['ok']}\n")
+            continue
+        action = getattr(f, "action", None) or rep.extra.get("action")
+        out.write(f"{rep.source}: {f.severity} {f.category}/{f.rule_id}"
+                  + (f" {action}" if action else "") + f" {L['line']} {f.line}\n")
+
+
+def _cut(text: str, width: int) -> str:
+    """At most `width` characters; a cut line ends with an ellipsis (mask secrets before cutting)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _wrap(text: str, indent: int = 4) -> str:
+    return " ".join(text.split())
