@@ -85,9 +85,16 @@ def test_planted_or_tampered_cache_is_refused_and_rebuilt(tmp_path: Path) -> Non
 
 
 def test_no_pickle_in_cache_code() -> None:
-    src = Path(loader.__file__).parent
-    for name in ("loader.py", "cachefile.py", "hsengine.py"):
-        assert "pickle" not in (src / name).read_text().replace("never pickle", "").replace("not pickle", "")
+    """Only the Flight Recorder reader (its unpickler refuses every global) may touch pickle."""
+    src = Path(loader.__file__).resolve().parents[1]
+    checked = 0
+    for path in src.rglob("*.py"):
+        if path.name == "flight_recorder.py":
+            continue
+        text = path.read_text().replace("never pickle", "").replace("not pickle", "")
+        assert "import pickle" not in text and "pickle." not in text, path
+        checked += 1
+    assert checked > 40
 
 
 # --------------------------------------------------------------------------- 2. credentials
