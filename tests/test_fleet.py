@@ -16,7 +16,8 @@ import llmtriage
 from llmtriage.cli.app import main
 from llmtriage.fleet.run import FIELDS, expand_sources, rows, run, texts, triage_item, write_parquet
 from llmtriage.fleet.summary import summarize, template_regex
-from llmtriage.job.analysis import analyze_job, template_of
+from llmtriage.job.analysis import analyze_job
+from llmtriage.job.diff import template_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.job.analysis import analyze_job, diff_runs, parse_time, rank_from_name, template_of
+from llmtriage.engine.logwindow import parse_time
+from llmtriage.job.analysis import analyze_job
+from llmtriage.job.diff import diff_runs, template_of
+from llmtriage.job.inputs import rank_from_name
 
 
 
@@ -35,7 +38,9 @@ def test_first_failing_rank(target, first, category, timed_out):
     assert res.first is not None and res.first.rank == first
     assert res.root.category == category and res.root.severity == "error"
     assert sum(1 for r in res.ranks if r.status == "cascade") == timed_out
-    assert f"rank {first} hit" in res.cascade and "timed out in a collective" in res.cascade
+    # the cause first, then where it happened, then the cascade
+    assert res.cascade.startswith(f"{res.root.title} ({category}) on rank {first}"), res.cascade
+    assert "timed out in a collective" in res.cascade
     assert res.phase == "training" and res.step is not None
 
 
@@ -124,7 +129,7 @@ def test_diff_runs():
 
 def test_cli_diff():
     p = run_cli("diff", "--no-color", str(JOBS / "runs" / "good.log"), str(JOBS / "runs" / "bad.log"))
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr            # the bad run has an error finding (nan-loss)
     out = p.stdout.decode()
     assert "transformers: 4.46.3 → 4.57.1" in out and "step 300" in out
     p = run_cli("diff", "--format", "json", str(JOBS / "runs" / "good.log"), str(JOBS / "runs" / "bad.log"))
@@ -137,7 +142,7 @@ def test_lines_around_reads_the_tail_like_the_whole_file(tmp_path, trailing_newl
     a full streaming read returns, with long lines straddling the 64 KiB read steps."""
     import random
 
-    from llmtriage.job.analysis import TIME_WINDOW as W, lines_around
+    from llmtriage.engine.logwindow import TIME_WINDOW as W, lines_around
 
     rng = random.Random(3)
     lines = [f"{i} " + "x" * rng.choice([0, 5, 80, 3000, 70_000]) for i in range(1, 900)]

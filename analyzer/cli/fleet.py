@@ -10,7 +10,7 @@ from typing import Optional
 
 import click
 
-from llmtriage.cli.app import detect_lang
+from llmtriage.cli.common import detect_lang
 from llmtriage.errors import EXIT_OK, InputError
 from llmtriage.fleet.run import expand_sources, run, texts, write_parquet
 from llmtriage.fleet.summary import render_human, summarize, to_json

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from typing import Optional
 
 import click
 
-from llmtriage.cli.app import detect_lang, use_color
+from llmtriage.cli.common import detect_lang, use_color
+from llmtriage.report.style import Style, terminal_width
 from llmtriage.errors import EXIT_FINDINGS, LlmtriageError
 
 _LANG = click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
@@ -64,14 +64,12 @@ def kb_search(query: tuple[str, ...], fmt: str, lang: Optional[str], limit: int,
     if fmt == "json":
         out.write(json.dumps({"results": results}, ensure_ascii=False, indent=2) + "\n")
         return
-    from llmtriage.report.render import _Style
-
-    st = _Style(use_color(no_color, out))
+    st = Style(use_color(no_color, out))
     if not results:
         out.write("no matching rules (try other words, or paste the error line)\n" if lang != "zh" else
                   "没有匹配的规则（换个说法，或直接粘贴报错行）\n")
         return
-    cols = shutil.get_terminal_size((120, 20)).columns
+    cols = terminal_width(out, default=120) or 120
     w_id = max(len(r["rule_id"]) for r in results)
     w_cat = max(len(r["category"]) for r in results)
     out.write(st(f"{'#':>2}  {'score':>5}  {'rule':<{w_id}}  {'category':<{w_cat}}  title", "bold") + "\n")
@@ -99,7 +97,7 @@ def _show(ident: str, lang: Optional[str], rules_dirs: tuple[str, ...], no_color
     if rule is not None:
         verified = load_verified(verified_file) if verified_file else None
         page = rule_page(rs, rule, lang=lang, verified=verified)
-        width = min(shutil.get_terminal_size((100, 20)).columns, 110)
+        width = min(terminal_width(out, default=100) or 100, 110)
         out.write(render_rule_text(page, color=color, width=width - 2))
         return
     if ident in rs.taxonomy or any(r["category"] == ident for r in rs.rules):

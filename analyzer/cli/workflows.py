@@ -12,16 +12,24 @@ from typing import Any, Optional
 
 import click
 
+from llmtriage import get_engine, scan_source
+from llmtriage.cli.common import FORMATS, SEVERITIES, detect_lang, emit_result, settings as load_settings, use_color
 from llmtriage.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from llmtriage.findings import reports_to_dict
+from llmtriage.job.texts import say
+from llmtriage.report.baseline import make_baseline
+from llmtriage.report.redact import SafeWriter, redact, safe_data
+from llmtriage.report.render import get_renderer
+from llmtriage.report.style import SEV, Style, cut, terminal_width, wrap
+from llmtriage.workflows.envdoctor import env_report, render_env_human
+from llmtriage.workflows.watch import follow
+from llmtriage.workflows.wrapper import run_command, status_line
 
 _FORMATS = click.Choice(["human", "json"])
 
 
 def _common(rules_dirs: tuple[str, ...], disable: tuple[str, ...], lang: Optional[str]) -> tuple[Any, Optional[str], dict]:
-    from llmtriage import get_engine
-    from llmtriage.cli.app import _settings, detect_lang
-
-    settings = _settings()
+    settings = load_settings()
     lang = detect_lang(lang or settings.get("lang"))
     engine = get_engine(list(tuple(settings.get("rules", ())) + rules_dirs), lang=lang,
                         disabled=tuple(settings.get("disable", ())) + disable)
@@ -55,9 +63,6 @@ def run(log_path: Optional[str], fmt: str, no_color: bool, rules_dirs: tuple[str
 
     Exits with the command's exit code (128+N when killed by signal N).
     """
-    from llmtriage.cli.app import use_color
-    from llmtriage.workflows.wrapper import run_command
-
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -66,10 +71,6 @@ def run(log_path: Optional[str], fmt: str, no_color: bool, rules_dirs: tuple[str
     engine, lang, _ = _common(rules_dirs, disable, lang)
 
     def diagnose(stream: Any, log_name: str, returncode: int) -> None:
-        from llmtriage import scan_source
-        from llmtriage.report.render import get_renderer
-        from llmtriage.workflows.wrapper import status_line
-
         try:
             report = scan_source(engine, stream, name=log_name)
         except InputError as exc:
@@ -79,7 +80,8 @@ def run(log_path: Optional[str], fmt: str, no_color: bool, rules_dirs: tuple[str
         if fmt == "human":
             buf.write("\n" + "─" * 72 + "\n" + status_line(returncode).replace("llmtriage run: the command", f"llmtriage run: `{shlex.join(argv)[:200]}`")
                       + f"; output kept in {log_name}\n")
-        get_renderer(fmt)([report], buf, color=use_color(no_color, sys.stderr), lang=lang)
+        opts = {"width": terminal_width(sys.stderr)} if fmt == "human" else {}
+        get_renderer(fmt)([report], buf, color=use_color(no_color, sys.stderr), lang=lang, **opts)
         data = buf.getvalue().encode("utf-8", "replace")
         view = memoryview(data)
         while view:
@@ -115,16 +117,12 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
     Survives rotation and truncation. Runs until interrupted (Ctrl-C) or, with --until-exit PID,
     until that process has exited. Exit code 1 when an error finding was reported.
     """
-    from llmtriage.cli.app import SEVERITIES, use_color
-    from llmtriage.report.redact import SafeWriter, safe_data
-    from llmtriage.report.render import _SEV, _Style, redact
-    from llmtriage.workflows.watch import follow
-
     engine, lang, settings = _common(rules_dirs, disable, lang)
     min_severity = min_severity or settings.get("min_severity")
     floor = SEVERITIES.index(min_severity) if min_severity else 0
     raw_out = click.get_text_stream("stdout")
-    st = _Style(use_color(no_color, raw_out))
+    st = Style(use_color(no_color, raw_out))
+    width = terminal_width(raw_out)
     out: Any = raw_out if fmt == "json" else SafeWriter(raw_out)    # masked, terminal-safe, any file name
     err = SafeWriter(click.get_text_stream("stderr"))
     failed = False
@@ -137,26 +135,29 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
                 continue
             if f is not None and f.severity == "error":
                 failed = True
+            if f is None and (fmt != "json" or ev.kind == "watching"):   # status lines go to stderr
+                msg = say("watch", ev.kind, lang, {"file": file, "size": ev.detail}) \
+                    if ev.kind in ("waiting", "rotated", "truncated", "watching") else f"{file}: {ev.kind}"
+                err.write(st(f"[{now}] {msg}", "dim") + "\n")
+                err.flush()
+                continue
             if fmt == "json":
                 obj: dict[str, Any] = {"event": ev.kind, "time": time.time(), "source": file}
                 if f is not None:
                     obj["finding"] = f.to_dict()
                 out.write(json.dumps(safe_data(obj), ensure_ascii=False) + "\n")
-            elif f is None:
-                msg = {"waiting": "waiting for the file to appear", "rotated": "file rotated, following the new one",
-                       "truncated": "file truncated, reading from the top"}.get(ev.kind, ev.kind)
-                err.write(st(f"[{now}] {file}: {msg}", "dim") + "\n")
-                err.flush()
             else:
-                icon, colr = _SEV.get(f.severity, ("•", "blue"))
+                icon, colr = SEV.get(f.severity, ("•", "blue"))
                 out.write(f"[{now}] {st(icon + ' ' + f.severity, colr, 'bold')}  {st(f.title, 'bold')}  "
                           f"{st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
-                out.write(f"    {redact(f.message)}\n")
-                out.write(f"    {st(f'{file}:{f.line}', 'cyan')}: {st(redact(f.evidence[:300]), 'dim')}\n")
+                out.write(f"    {wrap(redact(f.message), width)}\n")
+                where = f"{file}:{f.line}"
+                room = 300 if not width else max(width - 6 - len(where), 40)
+                out.write(f"    {st(where, 'cyan')}: {st(cut(redact(f.evidence), room), 'dim')}\n")
                 if f.fixes:
-                    out.write(f"    fix: {f.fixes[0]['title']}" +
-                              (f" (+{len(f.fixes) - 1} more: llmtriage explain {f.rule_id})" if len(f.fixes) > 1 else "")
-                              + "\n")
+                    more = len(f.fixes) - 1
+                    out.write("    " + say("watch", "fix", lang, {"title": f.fixes[0]["title"], "more": more or None,
+                                                                  "rule": f.rule_id}) + "\n")
             out.flush()
     except KeyboardInterrupt:
         pass
@@ -166,32 +167,33 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
 # ------------------------------------------------------------------------------ env
 
 @click.command()
-@click.option("--format", "fmt", type=_FORMATS, default="human", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="human", show_default=True,
+              help="human (wrapped to the terminal width or $COLUMNS), json (the environment and its findings), "
+                   "sarif or github (the findings, as `triage` prints them).")
 @click.option("--no-pip-check", is_flag=True, help="Skip `pip check` (a few seconds).")
 @click.option("--no-torch", is_flag=True, help="Don't import torch (in a child process) to probe CUDA.")
 @click.option("--no-color", is_flag=True, help="Disable colour.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when an error is found.")
 @_rules_opt
-def env(fmt: str, no_pip_check: bool, no_torch: bool, no_color: bool, rules_dirs: tuple[str, ...],
+def env(fmt: str, no_pip_check: bool, no_torch: bool, no_color: bool, exit_zero: bool, rules_dirs: tuple[str, ...],
         disable: tuple[str, ...], lang: Optional[str]) -> None:
     """Check the environment: Python, torch/CUDA, GPUs, driver, library versions, pip check, hub
     variables, /dev/shm and cache disk space. Problems are reported as findings; exit 1 on an error."""
-    from llmtriage.cli.app import use_color
-    from llmtriage.workflows.envdoctor import env_report, render_env_human
-    from llmtriage.findings import reports_to_dict
-    from llmtriage.report.render import redact_obj
-
     engine, lang, _ = _common(rules_dirs, disable, lang)
     rep = env_report(engine, pip_check=not no_pip_check, torch_probe=not no_torch)
-    out = click.get_text_stream("stdout")
-    if fmt == "json":
-        doc = reports_to_dict([rep])
-        doc["environment"] = doc["reports"][0].pop("environment")
-        json.dump(redact_obj(doc), out, ensure_ascii=False, indent=2)
-        out.write("\n")
-    else:
-        render_env_human(rep, out, color=use_color(no_color, out), lang=lang)
-    out.flush()
-    sys.exit(EXIT_FINDINGS if any(f.severity == "error" for f in rep.findings) else EXIT_OK)
+    doc = reports_to_dict([rep])
+    doc["environment"] = doc["reports"][0].pop("environment")
+    emit_result(_EnvResult([rep]), fmt, lambda res, out, **kw: render_env_human(res.reports[0], out, **kw),
+                no_color=no_color, lang=lang, json_doc=doc)
+    failed = any(f.severity == "error" for f in rep.findings)
+    sys.exit(EXIT_OK if exit_zero or not failed else EXIT_FINDINGS)
+
+
+class _EnvResult:
+    """The environment report in the shape `emit_result` takes (its reports)."""
+
+    def __init__(self, reports: list[Any]):
+        self.reports = reports
 
 
 # ------------------------------------------------------------------------------ baseline
@@ -209,9 +211,6 @@ def baseline(files: tuple[str, ...], output: Optional[str], rules_dirs: tuple[st
     llmtriage baseline logs/*.log > .llmtriage-baseline.json
     then in .llmtriage.yaml:  baseline: .llmtriage-baseline.json
     """
-    from llmtriage import scan_source
-    from llmtriage.report.baseline import make_baseline
-
     engine, _, _ = _common(rules_dirs, disable, lang)
     reports = [scan_source(engine, Path(f)) for f in files]
     root = Path(output).resolve().parent if output else Path.cwd()

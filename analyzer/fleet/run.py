@@ -30,7 +30,10 @@ from llmtriage.version import __version__
 from llmtriage import load_rules, scan_source
 from llmtriage.errors import InputError
 from llmtriage.findings import Finding, Report
-from llmtriage.job.analysis import LOG_SUFFIXES, analyze_job, lines_around, template_of
+from llmtriage.engine.logwindow import lines_around
+from llmtriage.job.analysis import analyze_job
+from llmtriage.job.diff import template_of
+from llmtriage.job.inputs import LOG_SUFFIXES
 from llmtriage.engine.logparse import split_prefix
 from llmtriage.engine.matcher import Engine, default_observers
 from llmtriage.report.render import redact

@@ -1,8 +1,11 @@
-"""User-facing text of `llmtriage job`'s Flight Recorder and stall verdicts: rules/job_texts.yaml."""
+"""User-facing text of `llmtriage job` and `llmtriage diff` (rules/job_texts.yaml, en and zh): the
+Flight Recorder and stall verdicts, the cascade sentence and the labels of the human output."""
 from __future__ import annotations
 
 from importlib.resources import files
 from typing import Any, Optional
+
+import yaml
 
 from llmtriage.engine.matcher import render_template
 
@@ -11,15 +14,20 @@ _TEXTS: dict[str, Any] = {}
 
 def job_texts() -> dict[str, Any]:
     if not _TEXTS:
-        import yaml   # deferred: the triage path (stalls' observer imports this module) never loads yaml
-
         text = files("llmtriage.rules").joinpath("job_texts.yaml").read_text(encoding="utf-8")
         _TEXTS.update(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return _TEXTS
 
 
-def say(section: str, key: str, lang: Optional[str], values: dict[str, Any]) -> str:
+def word(section: str, key: str, lang: Optional[str]) -> str:
+    """The `key` text of `section` in `lang` (en unless zh), verbatim (separators keep their spaces)."""
+    return str(job_texts()[section]["zh" if lang == "zh" else "en"][key])
+
+
+def say(section: str, key: str, lang: Optional[str], values: Optional[dict[str, Any]] = None) -> str:
     """The `key` text of `section` in `lang` (en unless zh), placeholders filled; words joined by spaces."""
-    tpl = job_texts()[section]["zh" if lang == "zh" else "en"][key]
-    tpl = " ".join(tpl.split())
-    return render_template(tpl, {k: ("" if v is None else str(v)) for k, v in values.items()})
+    tpl = " ".join(word(section, key, lang).split())
+    return render_template(tpl, {k: ("" if v is None else str(v)) for k, v in (values or {}).items()})
+
+
+__all__ = ["job_texts", "say", "word"]

@@ -479,7 +479,7 @@ def _verif_text(v: Optional[dict[str, Any]], key: Optional[str], L: dict[str, st
 
 
 def render_rule_text(page: dict[str, Any], *, color: bool = False, width: int = 100) -> str:
-    from llmtriage.report.render import _Style
+    from llmtriage.report.style import Style as _Style
 
     st = _Style(color)
     L = _L(page["lang"])
@@ -550,7 +550,7 @@ def render_rule_text(page: dict[str, Any], *, color: bool = False, width: int = 
 
 
 def render_category_text(page: dict[str, Any], *, color: bool = False) -> str:
-    from llmtriage.report.render import _Style
+    from llmtriage.report.style import Style as _Style
 
     st = _Style(color)
     L = _L(page["lang"])

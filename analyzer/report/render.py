@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from llmtriage.findings import Finding, Report, reports_to_dict
 from llmtriage.report.redact import redact, safe_reports
+from llmtriage.report.style import SEV, Style, cut, text_width, wrap
 from llmtriage.detect.verdict import next_line, status_word
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
@@ -67,19 +68,6 @@ def render_json(reports: list[Report], out: TextIO, **_: Any) -> None:
     out.write("\n")
 
 
-class _Style:
-    def __init__(self, color: bool):
-        self.color = color
-
-    def __call__(self, text: str, *codes: str) -> str:
-        if not self.color or not codes:
-            return text
-        table = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "green": "32", "blue": "34",
-                 "cyan": "36", "magenta": "35"}
-        return "\x1b[" + ";".join(table[c] for c in codes) + "m" + text + "\x1b[0m"
-
-
-_SEV = {"error": ("✖", "red"), "warning": ("▲", "yellow"), "info": ("•", "blue")}
 _LABELS = {
     "en": {"line": "line", "lines": "lines", "ranks": "ranks", "rank": "rank", "why": "Why", "what": "What",
            "fixes": "Fixes", "at": "at", "none": "no known failure signature found", "also": "Also found",
@@ -107,8 +95,10 @@ def _where(f: Finding, L: dict[str, str]) -> str:
 
 
 def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lang: Optional[str] = None,
-                 verbose: bool = False, top: Optional[int] = None, **_: Any) -> None:
-    st = _Style(color)
+                 verbose: bool = False, top: Optional[int] = None, width: Optional[int] = None, **_: Any) -> None:
+    """The terminal report; prose wraps to `width` columns (None: one line a paragraph), the evidence
+    line is cut to fit, with an ellipsis."""
+    st = Style(color)
     L = _LABELS["zh" if lang == "zh" else "en"]
     for ri, rep in enumerate(reports):
         if ri:
@@ -132,20 +122,22 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
             continue
         shown = rep.findings if top is None else rep.findings[:top]
         for i, f in enumerate(shown):
-            icon, colr = _SEV.get(f.severity, ("•", "blue"))
+            icon, colr = SEV.get(f.severity, ("•", "blue"))
             head = f"{icon} {f.severity}"
             if i == 0:
                 out.write(f"  {st(head, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
-                out.write(f"    {redact(f.message)}\n")
-                out.write(f"    {st(_where(f, L), 'cyan')}: {st(_cut(redact(f.evidence), 300), 'dim')}\n")
+                out.write(f"    {wrap(redact(f.message), width)}\n")
+                where = _where(f, L)
+                room = 300 if not width else max(width - 6 - text_width(where), 40)
+                out.write(f"    {st(where, 'cyan')}: {st(cut(redact(f.evidence), room), 'dim')}\n")
                 if f.location is not None:
                     out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
                 if f.action:
-                    out.write(f"  {st(next_line(f.action, redact(f.action_reason), lang), 'bold', 'magenta')}\n")
+                    out.write(f"  {st(wrap(next_line(f.action, redact(f.action_reason), lang), width, 4, 2), 'bold', 'magenta')}\n")
                 if f.explanation:
-                    out.write(f"  {st(L['what'], 'bold')}: {_wrap(f.explanation)}\n")
+                    out.write(f"  {st(L['what'], 'bold')}: {wrap(f.explanation, width, 4, 4 + text_width(L['what']))}\n")
                 if f.cause:
-                    out.write(f"  {st(L['why'], 'bold')}: {_wrap(f.cause)}\n")
+                    out.write(f"  {st(L['why'], 'bold')}: {wrap(f.cause, width, 4, 4 + text_width(L['why']))}\n")
                 if f.fixes:
                     out.write(f"  {st(L['fixes'], 'bold')}:\n")
                     for n, fx in enumerate(f.fixes, 1):
@@ -156,7 +148,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                                                         v.get("transformers") and f"transformers {v['transformers']}") if x)
                             mark = f" {st('✔ ' + L['verified'] + (f' ({how})' if how else ''), 'green')}"
                         out.write(f"    {n}. {st(fx['title'], 'bold')}{mark}\n")
-                        out.write(f"       {_wrap(fx['detail'], 7)}\n")
+                        out.write(f"       {wrap(fx['detail'], width, 7)}\n")
                         if fx.get("when"):
                             out.write(f"       ({L['when']}: {fx['when']})\n")
                         if fx.get("snippet"):
@@ -184,12 +176,3 @@ def render_quiet(reports: list[Report], out: TextIO, *, lang: Optional[str] = No
         action = getattr(f, "action", None) or rep.extra.get("action")
         out.write(f"{rep.source}: {f.severity} {f.category}/{f.rule_id}"
                   + (f" {action}" if action else "") + f" {L['line']} {f.line}\n")
-
-
-def _cut(text: str, width: int) -> str:
-    """At most `width` characters; a cut line ends with an ellipsis (mask secrets before cutting)."""
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def _wrap(text: str, indent: int = 4) -> str:
-    return " ".join(text.split())

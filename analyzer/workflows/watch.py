@@ -28,7 +28,7 @@ PARTIAL_MAX = 1 << 20         # a "line" without a newline longer than this is p
 
 @dataclass
 class Event:
-    kind: str                 # "finding" | "rotated" | "truncated" | "waiting" | "opened"
+    kind: str                 # "finding" | "rotated" | "truncated" | "waiting" | "watching" (--from-end)
     finding: Optional[Finding] = None
     detail: str = ""
 
@@ -77,13 +77,15 @@ class Follower:
         st = os.fstat(fh.fileno())
         self.fh, self.ident = fh, (st.st_dev, st.st_ino)
         self._reset()
+        event = None
         if self._first and self.from_end:
             self.pos = fh.seek(0, os.SEEK_END)
             self.head = self._pread(SIG_BYTES, 0)
             self.sig = self._pread(min(SIG_BYTES, self.pos), self.pos - min(SIG_BYTES, self.pos))
+            event = Event("watching", detail=str(self.pos))     # once: what it holds now is skipped
         self._first = False
         self._waiting = False
-        return None
+        return event
 
     def _reset(self) -> None:
         self.pos = 0

@@ -11,6 +11,8 @@ import json
 from typing import Any, Optional
 
 from llmtriage.detect.flight_recorder import FRResult
+from llmtriage.job.cascade import cascade_sentence
+from llmtriage.job.model import JobResult
 from llmtriage.job.texts import say
 
 ROOT_FIRST = ("native-crash", "gpu-hardware-fault")     # a suspect's crash or Xid outranks any other cause
@@ -38,11 +40,9 @@ def describe(frr: FRResult, lang: Optional[str]) -> str:
     return say("flight_recorder", frr.kind, lang, v)
 
 
-def merge_into(res: Any, frr: FRResult, lang: Optional[str]) -> None:
+def merge_into(res: JobResult, frr: FRResult, lang: Optional[str]) -> None:
     """Put the verdict into a JobResult: job.flight_recorder, one sentence after the cascade, and a suspect
     rank whose own log shows a cause (a native crash or an Xid first) becomes the root cause."""
-    from llmtriage.job.analysis import cascade_sentence   # jobs imports this module; the cycle stays lazy
-
     res.flight_recorder = frr.to_dict()
     if not frr.dumps:
         return
@@ -55,7 +55,7 @@ def merge_into(res: Any, frr: FRResult, lang: Optional[str]) -> None:
             launcher = next((f for rep in res.reports for f in rep.findings if f.category == "launcher-child-failed"), None)
             res.first, res.root, res.phase, res.step = pick, pick.top, pick.phase, pick.step
             res.silent_ranks = []
-            res.cascade = cascade_sentence(pick, res.ranks, pick.top, launcher, zh=lang == "zh")
+            res.cascade = cascade_sentence(pick, res.ranks, pick.top, launcher, lang=lang)
         sentence += " " + say("flight_recorder", "root", lang, {"rank": pick.rank, "title": pick.top.title,
                                                                  "category": pick.top.category})
     res.fr_sentence = sentence
