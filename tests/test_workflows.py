@@ -386,6 +386,8 @@ def test_watch_unit_partial_lines_context_and_from_end(tmp_path, engine):
     assert [e for e in fol.poll() if e.kind == "finding" and e.finding.rule_id == "torch-cuda-oom"] == []
     fol.close()
     late = Follower(str(p), engine, from_end=True)
+    first = late.poll()                       # once: watching, with the bytes skipped; no old finding
+    assert [(e.kind, e.detail) for e in first] == [("watching", str(p.stat().st_size))]
     assert late.poll() == []
     with open(p, "a") as fh:
         fh.write(SHM)

@@ -23,7 +23,7 @@ from llmtriage.report.render import get_renderer
 from llmtriage.report.style import SEV, Style, cut, terminal_width, wrap
 from llmtriage.workflows.envdoctor import env_report, render_env_human
 from llmtriage.workflows.watch import follow
-from llmtriage.workflows.wrapper import run_command, status_line
+from llmtriage.workflows.wrapper import STREAMS, run_command, status_line
 
 _FORMATS = click.Choice(["human", "json"])
 
@@ -51,17 +51,23 @@ def _rules_opt(f: Any) -> Any:
 @click.option("--format", "fmt", type=_FORMATS, default="human", show_default=True,
               help="Format of the diagnosis (printed to stderr).")
 @click.option("--no-color", is_flag=True, help="Disable colour.")
+@click.option("--streams", type=click.Choice(list(STREAMS)), default="auto", show_default=True,
+              help="merged: the child's stdout and stderr through one channel (a pseudo-terminal on a terminal), "
+                   "in the exact order written, all to stdout; separate: stdout to stdout and stderr to stderr, "
+                   "the copy interleaved as received; auto: merged when our stdout and stderr are the same "
+                   "file, pipe or terminal, else separate.")
 @_rules_opt
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(log_path: Optional[str], fmt: str, no_color: bool, rules_dirs: tuple[str, ...], disable: tuple[str, ...],
-        lang: Optional[str], command: tuple[str, ...]) -> None:
+def run(log_path: Optional[str], fmt: str, no_color: bool, streams: str, rules_dirs: tuple[str, ...],
+        disable: tuple[str, ...], lang: Optional[str], command: tuple[str, ...]) -> None:
     """Run COMMAND, pass its output through, diagnose it if it fails.
 
     \b
     llmtriage run -- torchrun --nproc-per-node 8 train.py --config c.yaml
     llmtriage run --log train.log -- python train.py
 
-    Exits with the command's exit code (128+N when killed by signal N).
+    The output keeps the order the command wrote it (see --streams). Exits with the command's exit
+    code (128+N when killed by signal N).
     """
     argv = list(command)
     if argv and argv[0] == "--":
@@ -92,7 +98,7 @@ def run(log_path: Optional[str], fmt: str, no_color: bool, rules_dirs: tuple[str
             except OSError:
                 break
 
-    code, _kept = run_command(argv, log_path=log_path, diagnose=diagnose)
+    code, _kept = run_command(argv, log_path=log_path, diagnose=diagnose, streams=streams)
     sys.exit(code)
 
 
