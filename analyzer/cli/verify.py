@@ -46,7 +46,7 @@ def verify(names, device, fmt, save_dir, jobs, record, record_file, list_only, q
         def progress(o, i, n):
             if quiet:
                 return
-            state = "ok" if o.ok else "FAILED"
+            state = {"verified": "ok", "failed": "FAILED", "skipped": f"skipped ({o.skipped})"}[o.status]
             click.echo(f"[{i}/{n}] {o.name}: {state} ({o.seconds:.1f}s)", err=True)
 
         outcomes, env = V.run_verification(scenarios, device=device, jobs=jobs, env=env, progress=progress,

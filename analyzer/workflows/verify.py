@@ -21,18 +21,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from llmtriage.errors import LlmtriageError
-
-VERIFIED_FILE = Path(__file__).resolve().parent.parent / "rules" / "verified.json"
-
+from llmtriage.ruleset.loader import VERIFIED_FILE, best_verification, builtin_rules_dir
 
 def verified_path() -> Path:
-    """rules/verified.json of the llmtriage.rules package (source tree in a development install)."""
-    try:
-        from importlib.resources import files
-
-        return Path(str(files("llmtriage.rules"))) / "verified.json"
-    except Exception:  # pragma: no cover - very unusual installs
-        return VERIFIED_FILE
+    """rules/verified.json beside the built-in rules (the loader knows where they are installed)."""
+    return builtin_rules_dir() / VERIFIED_FILE
 
 
 # ------------------------------------------------------------------ environment probe
@@ -140,9 +133,15 @@ class ScenarioOutcome:
 
     @property
     def ok(self) -> bool:
+        """Nothing failed: verified, or skipped (a scenario this machine cannot run fails nothing)."""
         if self.skipped:
             return True
         return bool(self.reproduced and self.detected and all(f.verified for f in self.fixes))
+
+    @property
+    def status(self) -> str:
+        """verified | failed | skipped: a skipped scenario is never counted as verified."""
+        return "skipped" if self.skipped else ("verified" if self.ok else "failed")
 
     def to_dict(self) -> dict:
         return {
@@ -158,6 +157,7 @@ class ScenarioOutcome:
             "detected": self.detected,
             "exit_code": self.exit_code,
             "ok": self.ok,
+            "status": self.status,
             "skipped": self.skipped,
             "problems": list(self.problems),
         }
@@ -294,11 +294,19 @@ def _finish(sc, out: ScenarioOutcome, results: dict) -> None:
 
 
 # ------------------------------------------------------------------ output
+def totals(outcomes: list) -> dict:
+    """Scenarios verified, failed and skipped, and the seconds of their runs (the sum of the table's
+    per-scenario times; with --jobs > 1 they overlap, so the wall time is shorter)."""
+    count = {k: sum(1 for o in outcomes if o.status == k) for k in ("verified", "failed", "skipped")}
+    return {**count, "run_seconds": round(sum(round(o.seconds, 1) for o in outcomes), 1)}
+
+
 def to_json(outcomes: list, env: dict, seconds: float) -> dict:
     return {
         "scenarios": [o.to_dict() for o in outcomes],
         "environment": env,
         "seconds": round(seconds, 2),
+        "totals": totals(outcomes),
         "ok": all(o.ok for o in outcomes),
     }
 
@@ -307,7 +315,7 @@ def format_table(outcomes: list, seconds: float, env: dict) -> str:
     rows = [("SCENARIO", "DEVICE", "REPRODUCED", "DETECTED AS", "FIXES", "SECONDS")]
     for o in outcomes:
         if o.skipped:
-            rows.append((o.name, o.device, "skipped", o.skipped, "", ""))
+            rows.append((o.name, o.device, "skipped", o.skipped, "", f"{o.seconds:.1f}" if o.seconds else ""))
             continue
         det = (o.detected_as or {}).get("rule_id", "-")
         if o.detected_as and not o.detected:
@@ -316,16 +324,17 @@ def format_table(outcomes: list, seconds: float, env: dict) -> str:
         rows.append((o.name, o.device, "yes" if o.reproduced else "NO", det, fixes, f"{o.seconds:.1f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(widths[i]) if i < 5 else c for i, c in enumerate(r)).rstrip() for r in rows]
-    failed = [o for o in outcomes if not o.ok]
-    for o in failed:
-        for p in o.problems:
-            lines.append(f"  {o.name}: {p}")
-    ran = [o for o in outcomes if not o.skipped]
-    skipped = len(outcomes) - len(ran)
+    for o in outcomes:
+        if o.status == "failed":
+            for p in o.problems:
+                lines.append(f"  {o.name}: {p}")
+    t = totals(outcomes)
+    ran = t["verified"] + t["failed"]
     lines.append(
-        f"{len(ran) - len(failed)}/{len(ran)} scenarios verified"
-        + (f", {skipped} skipped" if skipped else "")
-        + f" in {seconds:.0f}s (torch {env.get('torch')}, transformers {env.get('transformers')})")
+        f"{t['verified']}/{ran} scenarios verified"
+        + (f", {t['skipped']} skipped" if t["skipped"] else "")
+        + f"; runs took {t['run_seconds']:.1f}s in all ({seconds:.1f}s wall)"
+        + f" (torch {env.get('torch')}, transformers {env.get('transformers')})")
     return "\n".join(lines)
 
 
@@ -372,8 +381,6 @@ def verification_for(verified_by: Optional[str], data: Optional[dict] = None) ->
     if not verified_by:
         return None
     data = load_verified() if data is None else data
-    from llmtriage.ruleset.loader import best_verification
-
     return best_verification((data.get("fixes") or {}).get(verified_by))
 
 
