@@ -52,7 +52,7 @@ def render_job_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str],
         out.write("    " + st(", ".join(meta), "cyan") + "\n")
         out.write(f"    {wrap(redact(root.message), width)}\n")
         where = f"{first.source if first is not None else ''}:{root.line}"
-        room = 300 if not width else max(width - 6 - text_width(where), 40)
+        room = 300 if not width else max(width - 6 - text_width(where), 20)
         out.write(f"    {st(where, 'dim')}: {st(cut(redact(root.evidence), room), 'dim')}\n")
         out.write(_head(st, _l("cascade", lang), res.cascade, width))
         if res.silent_ranks:

@@ -158,7 +158,7 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
                           f"{st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
                 out.write(f"    {wrap(redact(f.message), width)}\n")
                 where = f"{file}:{f.line}"
-                room = 300 if not width else max(width - 6 - len(where), 40)
+                room = 300 if not width else max(width - 6 - len(where), 20)
                 out.write(f"    {st(where, 'cyan')}: {st(cut(redact(f.evidence), room), 'dim')}\n")
                 if f.fixes:
                     more = len(f.fixes) - 1

@@ -128,7 +128,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                 out.write(f"  {st(head, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
                 out.write(f"    {wrap(redact(f.message), width)}\n")
                 where = _where(f, L)
-                room = 300 if not width else max(width - 6 - text_width(where), 40)
+                room = 300 if not width else max(width - 6 - text_width(where), 20)
                 out.write(f"    {st(where, 'cyan')}: {st(cut(redact(f.evidence), room), 'dim')}\n")
                 if f.location is not None:
                     out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
