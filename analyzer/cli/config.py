@@ -75,7 +75,7 @@ def _read(p: Path, *, required: bool) -> Optional[tuple[Path, dict[str, Any], st
         if not isinstance(table, dict):
             raise ConfigError(f"{p}: [tool.llmtriage] must be a table")
         return p, table, "[tool.llmtriage] "
-    import yaml
+    import yaml   # deferred: with a pyproject.toml the triage process never loads yaml
 
     try:
         doc = yaml.safe_load(text)
@@ -218,7 +218,7 @@ def parse_settings(p: Path, table: dict[str, Any], label: str = "") -> dict[str,
             if not bpath.is_file():
                 raise ConfigError(f"{p}: {label}key '{raw_key}': baseline file '{value}' does not exist "
                                   f"(create it with `llmtriage baseline LOGS... > {value}`)")
-            from llmtriage.report.baseline import load_baseline
+            from llmtriage.report.baseline import load_baseline   # deferred: hashlib (OpenSSL) only with a baseline
 
             bl = load_baseline(bpath)
             out["baseline"] = str(bpath)

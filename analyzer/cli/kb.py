@@ -12,7 +12,11 @@ from typing import Optional
 
 import click
 
+from llmtriage import load_rules
 from llmtriage.cli.common import detect_lang, use_color
+from llmtriage.job.texts import say
+from llmtriage.kb.search import (build_site, category_page, check_site, find_rule, has_cjk, load_verified,
+                                 render_category_text, render_rule_text, rule_page, search)
 from llmtriage.report.style import Style, terminal_width
 from llmtriage.errors import EXIT_FINDINGS, LlmtriageError
 
@@ -48,9 +52,6 @@ def kb_search(query: tuple[str, ...], fmt: str, lang: Optional[str], limit: int,
     llmtriage kb search "RuntimeError: CUDA error: device-side assert triggered"
     pbpaste | llmtriage kb search -      (a pasted traceback on standard input)
     """
-    from llmtriage import load_rules
-    from llmtriage.kb.search import has_cjk, search
-
     text = " ".join(query)
     if text == "-":         # a pasted traceback or log excerpt on standard input
         text = sys.stdin.buffer.read(1 << 20).decode("utf-8", errors="replace")
@@ -66,8 +67,7 @@ def kb_search(query: tuple[str, ...], fmt: str, lang: Optional[str], limit: int,
         return
     st = Style(use_color(no_color, out))
     if not results:
-        out.write("no matching rules (try other words, or paste the error line)\n" if lang != "zh" else
-                  "没有匹配的规则（换个说法，或直接粘贴报错行）\n")
+        out.write(say("search", "none", lang) + "\n")
         return
     cols = terminal_width(out, default=120) or 120
     w_id = max(len(r["rule_id"]) for r in results)
@@ -86,9 +86,6 @@ def kb_search(query: tuple[str, ...], fmt: str, lang: Optional[str], limit: int,
 
 def _show(ident: str, lang: Optional[str], rules_dirs: tuple[str, ...], no_color: bool,
           verified_file: Optional[str]) -> None:
-    from llmtriage import load_rules
-    from llmtriage.kb.search import (category_page, find_rule, load_verified, render_category_text, render_rule_text, rule_page, search)
-
     lang = detect_lang(lang)
     rs = load_rules(rules_dirs)
     out = click.get_text_stream("stdout")
@@ -143,9 +140,6 @@ def explain(ident: str, lang: Optional[str], rules_dirs: tuple[str, ...], no_col
 def kb_build(out_dir: str, check: bool, langs: tuple[str, ...], rules_dirs: tuple[str, ...],
              verified_file: Optional[str]) -> None:
     """Write a browsable static HTML site of the knowledge base to OUT."""
-    from llmtriage import load_rules
-    from llmtriage.kb.search import build_site, check_site, load_verified
-
     rs = load_rules(rules_dirs)
     verified = load_verified(verified_file) if verified_file else None
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from llmtriage.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, LlmtriageError
+from llmtriage.workflows import verify as V
 
 
 @click.command("verify")
@@ -33,8 +34,6 @@ def verify(names, device, fmt, save_dir, jobs, record, record_file, list_only, q
     HF_HUB_OFFLINE=1); its log must give the expected rule as the top finding. Each fix variant must
     then exit 0, without that rule, and pass the scenario's own check. Exit 1 if any step fails.
     """
-    from llmtriage.workflows import verify as V
-
     try:
         scenarios = V.select_scenarios(names)
         if list_only:

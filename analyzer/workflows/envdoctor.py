@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional
 
+from llmtriage.engine.matcher import scan_bytes
 from llmtriage.findings import Finding, Report
 from llmtriage.report.redact import redact
 from llmtriage.report.style import SEV, Style, text_width, wrap
@@ -272,8 +273,6 @@ def diagnose(env: dict[str, Any], probe_text: str, engine: Any) -> list[Finding]
                             f"HF_ENDPOINT={endpoint} is not an http(s) URL", f"HF_ENDPOINT={endpoint}"))
     # what torch / nvidia-smi / pip printed, through the normal rules
     if probe_text.strip() and engine is not None:
-        from llmtriage.engine.matcher import scan_bytes
-
         seen = {f.rule_id for f in out}
         for f in scan_bytes(engine, probe_text.encode("utf-8", "replace"), "environment").findings:
             if f.rule_id not in seen and f.rule_id != "unknown":

@@ -23,6 +23,10 @@ import math
 from collections import deque
 from typing import Any, Optional
 
+from llmtriage import get_engine
+from llmtriage.engine.matcher import scan_bytes
+from llmtriage.workflows.envdoctor import make_finding
+
 logger = logging.getLogger("llmtriage")
 CATEGORIES = {"nan-loss", "no-grad", "loss-suspicious", "fp16-overflow"}
 __all__ = ["LlmtriageCallback", "callback_class", "MetricWatcher"]
@@ -41,8 +45,6 @@ class MetricWatcher:
     def __init__(self, *, engine: Any = None, flat_logs: int = 3, fast_drop_ratio: float = 0.02,
                  fast_drop_floor: float = 0.05, early_fraction: float = 0.1, history: int = 200):
         if engine is None:
-            from llmtriage import get_engine
-
             engine = get_engine()
         self.engine = engine
         self.flat_logs = flat_logs
@@ -64,9 +66,6 @@ class MetricWatcher:
         return True
 
     def feed(self, logs: dict[str, Any], step: int = 0, max_steps: int = 0) -> list[Any]:
-        from llmtriage.workflows.envdoctor import make_finding
-        from llmtriage.engine.matcher import scan_bytes
-
         if not logs:
             return []
         self.n_logs += 1

@@ -11,6 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from llmtriage import scan_source
+from llmtriage.engine.matcher import Engine
+
 from llmtriage.findings import Report
 
 
@@ -36,8 +39,6 @@ def _top(report: Report) -> Optional[str]:
 
 
 def run_example(engine: Any, rule: dict[str, Any], kind: str, index: int) -> ExampleResult:
-    from llmtriage import scan_source
-
     ex = rule["examples"][kind][index]
     res = ExampleResult(rule["id"], kind, index, True, file=rule.get("file", ""))
     try:
@@ -80,8 +81,6 @@ def iter_examples(rules: Iterable[dict[str, Any]]) -> Iterable[tuple[dict[str, A
 
 def check_rules(ruleset: Any, rules: Optional[list[dict[str, Any]]] = None) -> tuple[list[ExampleResult], int]:
     """Run every example of `rules` (default: all). Returns (failures, number of examples)."""
-    from llmtriage.engine.matcher import Engine
-
     engine = Engine(ruleset)
     failures = []
     total = 0
@@ -98,7 +97,7 @@ def check_rules(ruleset: Any, rules: Optional[list[dict[str, Any]]] = None) -> t
 
 
 def schema_text() -> str:
-    from llmtriage.ruleset.model import Rule
+    from llmtriage.ruleset.model import Rule   # deferred: pydantic, only for `rules schema`
 
     schema = Rule.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

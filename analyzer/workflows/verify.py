@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+import yaml
+
+from llmtriage import analyze, load_rules
 from llmtriage.errors import LlmtriageError
 from llmtriage.ruleset.loader import VERIFIED_FILE, best_verification, builtin_rules_dir
 
@@ -56,7 +59,7 @@ def probe_environment() -> dict:
 def select_scenarios(names: Iterable[str] = ()) -> list:
     """Scenarios named by scenario name, category, expected rule id, module, or a
     `scenario:variant` / rule whose fix is `verified_by` one of them. No names: all."""
-    from llmtriage.reproducers import all_scenarios
+    from llmtriage.reproducers import all_scenarios   # deferred: the reproducer scenarios, only when verifying
 
     scenarios = all_scenarios()
     names = [n for n in names if n]
@@ -83,8 +86,6 @@ def select_scenarios(names: Iterable[str] = ()) -> list:
 def _rules_verified_by() -> dict:
     """rule id -> [scenario:variant, ...] from the fixes' `verified_by` fields (best effort)."""
     try:
-        from llmtriage import load_rules
-
         ruleset = load_rules()
     except Exception:
         return {}
@@ -164,8 +165,6 @@ class ScenarioOutcome:
 
 
 def _triage(log: str, name: str):
-    from llmtriage import analyze
-
     return analyze(log, name=name)
 
 
@@ -239,7 +238,7 @@ def run_verification(scenarios: list, *, device: str = "auto", jobs: int = 2, en
                      progress: Optional[Callable[[ScenarioOutcome, int, int], None]] = None,
                      include_unsupported: bool = False) -> tuple[list, dict]:
     """Run every selected scenario on `device`; returns (outcomes, environment)."""
-    from llmtriage.reproducers import run_variant
+    from llmtriage.reproducers import run_variant   # deferred: as above
 
     _triage("rule warm-up\n", "warm-up.log")  # a broken rule set fails here, before minutes of runs
     env = env or probe_environment()
@@ -340,8 +339,6 @@ def format_table(outcomes: list, seconds: float, env: dict) -> str:
 
 def save_logs(outcomes: list, directory: Path, env: dict) -> list:
     """Write each genuine log as <scenario>.<variant>.log plus a .meta.yaml beside it."""
-    import yaml
-
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     date = _dt.date.today().isoformat()
