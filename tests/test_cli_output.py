@@ -155,3 +155,26 @@ def test_interleaved_without_any_rank_never_names_a_path_as_a_rank(tmp_path):
     first = next(ln for ln in out.splitlines() if "first failing rank:" in ln)
     assert str(log) not in first and "a rank the log does not name" in first
     assert str(log) not in doc["cascade"]
+
+
+def test_every_option_of_every_command_has_help():
+    import click
+
+    from llmtriage.cli.app import LAZY_COMMANDS, cli
+
+    ctx = click.Context(cli)
+
+    def walk(cmd: click.Command, path: str):
+        yield path, cmd
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), f"{path} {name}")
+
+    missing = []
+    for name in LAZY_COMMANDS:
+        for path, cmd in walk(cli.get_command(ctx, name), name):
+            assert (cmd.help or "").strip(), path
+            for p in cmd.params:
+                if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip():
+                    missing.append(f"{path} {p.opts[0]}")
+    assert not missing, missing

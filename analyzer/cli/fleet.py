@@ -35,7 +35,8 @@ def _since(value: Optional[str], lang: Optional[str]) -> Optional[float]:
 @click.option("--address", default=None, help="Ray cluster address (else RAY_ADDRESS, else a local cluster).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Write one row per log or job to this Parquet file (needs pyarrow).")
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True,
+              help="Output format.")
 @click.option("--since", default=None, help="Only logs modified on or after this date (YYYY-MM-DD[THH:MM:SS], UTC).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Worker processes (local) or CPUs of a local Ray cluster; 0 = one per CPU.")

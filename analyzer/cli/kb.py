@@ -37,7 +37,8 @@ def kb() -> None:
 
 @kb.command("search")
 @click.argument("query", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True,
+              help="Output format.")
 @_LANG
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Number of results.")
 @_RULES

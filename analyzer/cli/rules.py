@@ -22,9 +22,11 @@ def rules() -> None:
 
 
 @rules.command("list")
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False))
-@click.option("--category", default=None)
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra rule folder (repeatable).")
+@click.option("--category", default=None, help="Only the rules of this category.")
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True,
+              help="Output format.")
 def rules_list(rules_dirs: tuple[str, ...], category: Optional[str], fmt: str) -> None:
     """List rules: id, category, severity, role, title."""
     rs = load_rules(rules_dirs)
@@ -41,7 +43,8 @@ def rules_list(rules_dirs: tuple[str, ...], category: Optional[str], fmt: str) -
 
 @rules.command("show")
 @click.argument("rule_id")
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False))
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra rule folder (repeatable).")
 def rules_show(rule_id: str, rules_dirs: tuple[str, ...]) -> None:
     """Print a rule's YAML source."""
     rs = load_rules(rules_dirs)
@@ -86,7 +89,8 @@ def rules_validate(paths: tuple[str, ...]) -> None:
 
 @rules.command("test")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False))
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra rule folder loaded with the built-in rules (repeatable).")
 def rules_test(paths: tuple[str, ...], rules_dirs: tuple[str, ...]) -> None:
     """Run every rule's examples through the full engine (all rules loaded)."""
     dirs, files = _paths_to_dirs(paths)

@@ -17,7 +17,8 @@ from llmtriage.workflows import verify as V
 @click.argument("names", nargs=-1, metavar="[SCENARIO|RULE]...")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Where the reproducers run (auto: cuda when available).")
-@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["human", "json"]), default="human", show_default=True,
+              help="human: a table and a totals line; json: every scenario with its status, and the totals.")
 @click.option("--save-logs", "save_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write each genuine log (<scenario>.<variant>.log + .meta.yaml) into DIR.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,

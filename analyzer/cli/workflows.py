@@ -111,7 +111,8 @@ def run(log_path: Optional[str], fmt: str, no_color: bool, streams: str, rules_d
 @click.option("--from-end", is_flag=True, help="Skip what the file already holds; report only new output.")
 @click.option("--format", "fmt", type=_FORMATS, default="human", show_default=True,
               help="human, or json: one JSON object per line (JSON Lines).")
-@click.option("--min-severity", type=click.Choice(["info", "warning", "error"]), default=None)
+@click.option("--min-severity", type=click.Choice(["info", "warning", "error"]), default=None,
+              help="Report only findings at or above this severity.")
 @click.option("--no-color", is_flag=True, help="Disable colour.")
 @click.option("--max-seconds", type=float, default=None, hidden=True)
 @_rules_opt
