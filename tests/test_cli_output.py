@@ -178,3 +178,17 @@ def test_every_option_of_every_command_has_help():
                 if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip():
                     missing.append(f"{path} {p.opts[0]}")
     assert not missing, missing
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+def test_watch_from_end_says_once_on_stderr_that_it_is_watching(tmp_path, fmt):
+    log = tmp_path / "train.log"
+    log.write_bytes(OOM_LOG.read_bytes())             # an old failure: skipped, not reported
+    r = run("watch", str(log), "--from-end", "--format", fmt, "--interval", "0.1", "--max-seconds", "1",
+            "--no-color")
+    assert r.returncode == 0 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "watching from its end" in lines[0], r.stderr
+    assert f"({log.stat().st_size} bytes already there are skipped)" in lines[0]
+    r = run("watch", str(log), "--format", fmt, "--max-seconds", "0.3", "--no-color")
+    assert "watching" not in r.stderr and r.returncode == 1     # without --from-end: the old finding, no notice
