@@ -5,8 +5,6 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any, Optional
 
-import yaml
-
 from llmtriage.engine.matcher import render_template
 
 _TEXTS: dict[str, Any] = {}
@@ -14,6 +12,8 @@ _TEXTS: dict[str, Any] = {}
 
 def job_texts() -> dict[str, Any]:
     if not _TEXTS:
+        import yaml   # deferred: `kb search` words its empty result from here and never loads yaml otherwise
+
         text = files("llmtriage.rules").joinpath("job_texts.yaml").read_text(encoding="utf-8")
         _TEXTS.update(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return _TEXTS
