@@ -11,7 +11,8 @@ from llmtriage.cli.app import detect_lang, use_color
 from llmtriage.errors import EXIT_FINDINGS, EXIT_OK
 from llmtriage.job.texts import say
 from llmtriage.report.redact import SafeWriter, safe_data
-from llmtriage.report.render import _SEV, _Style, redact
+from llmtriage.report.redact import redact
+from llmtriage.report.style import Style, severity_icon
 
 _L = {
     "en": {"job": "job", "logs": "logs", "first": "first failing rank", "root": "Root cause", "cascade": "Cascade",
@@ -35,7 +36,7 @@ def _labels(lang: Optional[str]) -> dict[str, str]:
 
 
 def render_job_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str], max_ranks: int = 24) -> None:
-    st = _Style(color)
+    st = Style(color)
     L = _labels(lang)
     n = len(res.reports) if res.mode == "per-file" else 1
     head = f"{L['job']}: {n} {L['logs']} ({res.mode})"
@@ -50,7 +51,7 @@ def render_job_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str],
     if res.stall and res.stall.get("text"):
         out.write(f"  {st(say('stall', 'label', lang, {}), 'bold')}: {res.stall['text']}\n")
     if root is not None:
-        icon, colr = _SEV.get(root.severity, ("•", "blue"))
+        icon, colr = severity_icon(root.severity)
         first = res.first
         who = f"rank {first.rank}" if first is not None and first.rank is not None else (first.source if first else "?")
         out.write(f"  {st(L['root'], 'bold')}: {st(icon + ' ' + root.title, colr, 'bold')}  "
@@ -149,13 +150,13 @@ def job(paths: tuple[str, ...], jobs: int, fmt: str, rules_dirs: tuple[str, ...]
 
 
 def render_diff_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str], limit: int = 20) -> None:
-    st = _Style(color)
+    st = Style(color)
     L = _labels(lang)
     out.write(st(f"diff {res.good} → {res.bad}", "bold") + "\n")
     bad = res.reports[1]
     if bad.findings:
         f = bad.findings[0]
-        icon, colr = _SEV.get(f.severity, ("•", "blue"))
+        icon, colr = severity_icon(f.severity)
         ps = ", ".join(str(x) for x in (bad.extra.get("phase"), f"step {bad.extra['step']}" if bad.extra.get("step") is not None else None) if x)
         out.write(f"  {st(L['badroot'], 'bold')}: {st(icon + ' ' + f.title, colr)} [{f.category} / {f.rule_id}] line {f.line}"
                   + (f" ({ps})" if ps else "") + "\n")

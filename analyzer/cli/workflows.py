@@ -117,14 +117,15 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
     """
     from llmtriage.cli.app import SEVERITIES, use_color
     from llmtriage.report.redact import SafeWriter, safe_data
-    from llmtriage.report.render import _SEV, _Style, redact
+    from llmtriage.report.redact import redact
+    from llmtriage.report.style import Style, severity_icon
     from llmtriage.workflows.watch import follow
 
     engine, lang, settings = _common(rules_dirs, disable, lang)
     min_severity = min_severity or settings.get("min_severity")
     floor = SEVERITIES.index(min_severity) if min_severity else 0
     raw_out = click.get_text_stream("stdout")
-    st = _Style(use_color(no_color, raw_out))
+    st = Style(use_color(no_color, raw_out))
     out: Any = raw_out if fmt == "json" else SafeWriter(raw_out)    # masked, terminal-safe, any file name
     err = SafeWriter(click.get_text_stream("stderr"))
     failed = False
@@ -148,7 +149,7 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
                 err.write(st(f"[{now}] {file}: {msg}", "dim") + "\n")
                 err.flush()
             else:
-                icon, colr = _SEV.get(f.severity, ("•", "blue"))
+                icon, colr = severity_icon(f.severity)
                 out.write(f"[{now}] {st(icon + ' ' + f.severity, colr, 'bold')}  {st(f.title, 'bold')}  "
                           f"{st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
                 out.write(f"    {redact(f.message)}\n")

@@ -11,12 +11,15 @@ from typing import Any, Callable, Optional, TextIO
 from llmtriage.findings import Finding, Report, reports_to_dict
 from llmtriage.report.redact import redact, safe_reports
 from llmtriage.detect.verdict import next_line, status_word
+from llmtriage.report.style import Style, severity_icon
+from llmtriage.report.texts import report_labels
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
 RENDERERS: dict[str, Any] = {
     "sarif": "llmtriage.report.render_ci:render_sarif",
     "github": "llmtriage.report.render_ci:render_github",
 }
+
 
 def redact_obj(obj: Any) -> Any:
     """Mask credentials in every string of a JSON-like object."""
@@ -67,33 +70,6 @@ def render_json(reports: list[Report], out: TextIO, **_: Any) -> None:
     out.write("\n")
 
 
-class _Style:
-    def __init__(self, color: bool):
-        self.color = color
-
-    def __call__(self, text: str, *codes: str) -> str:
-        if not self.color or not codes:
-            return text
-        table = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "green": "32", "blue": "34",
-                 "cyan": "36", "magenta": "35"}
-        return "\x1b[" + ";".join(table[c] for c in codes) + "m" + text + "\x1b[0m"
-
-
-_SEV = {"error": ("✖", "red"), "warning": ("▲", "yellow"), "info": ("•", "blue")}
-_LABELS = {
-    "en": {"line": "line", "lines": "lines", "ranks": "ranks", "rank": "rank", "why": "Why", "what": "What",
-           "fixes": "Fixes", "at": "at", "none": "no known failure signature found", "also": "Also found",
-           "times": "x", "when": "when", "verified": "verified", "root": "Root cause", "more": "more",
-           "input_error": "input error", "baselined": "findings baselined (see {file}; --no-baseline shows them)",
-           "ok": "ok"},
-    "zh": {"line": "行", "lines": "行", "ranks": "rank", "rank": "rank", "why": "原因", "what": "含义",
-           "fixes": "修复方法", "at": "位于", "none": "未发现已知的故障特征", "also": "其他发现",
-           "times": "次", "when": "适用条件", "verified": "已验证", "root": "根因", "more": "更多",
-           "input_error": "输入错误", "baselined": "条发现已记入基线（见 {file}；--no-baseline 可显示）",
-           "ok": "正常"},
-}
-
-
 def _where(f: Finding, L: dict[str, str]) -> str:
     s = f"{L['line']} {f.line}"
     if f.count > 1:
@@ -108,8 +84,8 @@ def _where(f: Finding, L: dict[str, str]) -> str:
 
 def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lang: Optional[str] = None,
                  verbose: bool = False, top: Optional[int] = None, **_: Any) -> None:
-    st = _Style(color)
-    L = _LABELS["zh" if lang == "zh" else "en"]
+    st = Style(color)
+    L = report_labels(lang)
     for ri, rep in enumerate(reports):
         if ri:
             out.write("\n")
@@ -132,7 +108,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
             continue
         shown = rep.findings if top is None else rep.findings[:top]
         for i, f in enumerate(shown):
-            icon, colr = _SEV.get(f.severity, ("•", "blue"))
+            icon, colr = severity_icon(f.severity)
             head = f"{icon} {f.severity}"
             if i == 0:
                 out.write(f"  {st(head, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
@@ -172,7 +148,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
 
 def render_quiet(reports: list[Report], out: TextIO, *, lang: Optional[str] = None, **_: Any) -> None:
     """-q: one line per input: source, root cause (category/rule), action, line; or the input error."""
-    L = _LABELS["zh" if lang == "zh" else "en"]
+    L = report_labels(lang)
     for rep in reports:
         if rep.extra.get("error"):
             out.write(f"{rep.source}: {L['input_error']}: {redact(rep.extra['error'])}\n")
