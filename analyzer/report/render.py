@@ -1,6 +1,7 @@
-"""Renderers of reports: human (terminal) and json; other formats register lazily (layer 4).
+"""Renderers of reports: human (terminal), quiet and json; other formats register lazily (layer 4).
 
-No click here: colour is plain ANSI decided by the caller (`color=True/False`).
+No click here: colour is plain ANSI decided by the caller (`color=True/False`, report/style.py);
+the words are rules/report.yaml (report/texts.py).
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """CI renderers: SARIF 2.1.0 (code-scanning upload) and GitHub Actions workflow commands (layer 4).
 
-Both redact secrets in evidence and messages (`llmtriage.report.render.redact`).
+Both redact secrets in evidence and messages (report/redact.py); their words are the `ci` section
+of rules/report.yaml (report/texts.py).
 """
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/llmtriage/"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_CAP = 10          # GitHub shows at most 10 annotations of each kind per step
+# The words of the CI formats stay English whatever --lang says (as before the words moved to
+# rules/report.yaml, which also has them in Chinese): pass the report language here to change that.
+CI_LANG = "en"
 
 
 def _uri(source: str) -> Optional[str]:
@@ -37,8 +41,8 @@ def _fixes_text(f: Finding) -> str:
     return "\n".join(f"{i}. {x['title']}: {x['detail']}" for i, x in enumerate(f.fixes, 1))
 
 
-def render_sarif(reports: list[Report], out: TextIO, *, lang: Optional[str] = None, **_: Any) -> None:
-    C = ci_labels(lang)
+def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
+    C = ci_labels(CI_LANG)
     rules: dict[str, int] = {}
     rule_objs: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -136,11 +140,10 @@ def _annotation(kind: str, source: str, f: Optional[Finding], title: str, text: 
     return f"::{kind} {','.join(props)}::{_esc_data(text)}\n"
 
 
-def render_github(reports: list[Report], out: TextIO, *, cap: int = GITHUB_CAP, lang: Optional[str] = None,
-                  **_: Any) -> None:
+def render_github(reports: list[Report], out: TextIO, *, cap: int = GITHUB_CAP, **_: Any) -> None:
     """One annotation per merged finding (repeats are already merged into one with a count), at most
     `cap` of each kind: when more would be needed, the last one of that kind summarises the rest."""
-    C = ci_labels(lang)
+    C = ci_labels(CI_LANG)
     items: dict[str, list[tuple[str, Finding]]] = {"error": [], "warning": [], "notice": []}
     for rep in reports:
         for f in rep.findings:
