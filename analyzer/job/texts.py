@@ -1,10 +1,10 @@
 """User-facing text of `llmtriage job`'s Flight Recorder and stall verdicts: rules/job_texts.yaml."""
 from __future__ import annotations
 
-from importlib.resources import files
 from typing import Any, Optional
 
 from llmtriage.engine.matcher import render_template
+from llmtriage.ruleset.loader import builtin_rules_dir
 
 _TEXTS: dict[str, Any] = {}
 
@@ -13,7 +13,7 @@ def job_texts() -> dict[str, Any]:
     if not _TEXTS:
         import yaml   # deferred: the triage path (stalls' observer imports this module) never loads yaml
 
-        text = files("llmtriage.rules").joinpath("job_texts.yaml").read_text(encoding="utf-8")
+        text = (builtin_rules_dir() / "job_texts.yaml").read_text(encoding="utf-8")
         _TEXTS.update(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return _TEXTS
 
