@@ -12,7 +12,7 @@ from llmtriage.errors import EXIT_FINDINGS, EXIT_OK
 from llmtriage.job.texts import say
 from llmtriage.report.redact import SafeWriter, safe_data
 from llmtriage.report.redact import redact
-from llmtriage.report.style import Style, severity_icon
+from llmtriage.report.style import SEV, Style
 
 _L = {
     "en": {"job": "job", "logs": "logs", "first": "first failing rank", "root": "Root cause", "cascade": "Cascade",
@@ -51,7 +51,7 @@ def render_job_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str],
     if res.stall and res.stall.get("text"):
         out.write(f"  {st(say('stall', 'label', lang, {}), 'bold')}: {res.stall['text']}\n")
     if root is not None:
-        icon, colr = severity_icon(root.severity)
+        icon, colr = SEV.get(root.severity, ("•", "blue"))
         first = res.first
         who = f"rank {first.rank}" if first is not None and first.rank is not None else (first.source if first else "?")
         out.write(f"  {st(L['root'], 'bold')}: {st(icon + ' ' + root.title, colr, 'bold')}  "
@@ -156,7 +156,7 @@ def render_diff_human(res: Any, out: TextIO, *, color: bool, lang: Optional[str]
     bad = res.reports[1]
     if bad.findings:
         f = bad.findings[0]
-        icon, colr = severity_icon(f.severity)
+        icon, colr = SEV.get(f.severity, ("•", "blue"))
         ps = ", ".join(str(x) for x in (bad.extra.get("phase"), f"step {bad.extra['step']}" if bad.extra.get("step") is not None else None) if x)
         out.write(f"  {st(L['badroot'], 'bold')}: {st(icon + ' ' + f.title, colr)} [{f.category} / {f.rule_id}] line {f.line}"
                   + (f" ({ps})" if ps else "") + "\n")

@@ -118,7 +118,7 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
     from llmtriage.cli.app import SEVERITIES, use_color
     from llmtriage.report.redact import SafeWriter, safe_data
     from llmtriage.report.redact import redact
-    from llmtriage.report.style import Style, severity_icon
+    from llmtriage.report.style import SEV, Style
     from llmtriage.workflows.watch import follow
 
     engine, lang, settings = _common(rules_dirs, disable, lang)
@@ -149,7 +149,7 @@ def watch(file: str, until_pid: Optional[int], interval: float, from_end: bool, 
                 err.write(st(f"[{now}] {file}: {msg}", "dim") + "\n")
                 err.flush()
             else:
-                icon, colr = severity_icon(f.severity)
+                icon, colr = SEV.get(f.severity, ("•", "blue"))
                 out.write(f"[{now}] {st(icon + ' ' + f.severity, colr, 'bold')}  {st(f.title, 'bold')}  "
                           f"{st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
                 out.write(f"    {redact(f.message)}\n")

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, TextIO
 from llmtriage.findings import Finding, Report, reports_to_dict
 from llmtriage.report.redact import redact, safe_reports
 from llmtriage.detect.verdict import next_line, status_word
-from llmtriage.report.style import Style, severity_icon
+from llmtriage.report.style import SEV, Style
 from llmtriage.report.texts import report_labels
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
@@ -109,7 +109,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
             continue
         shown = rep.findings if top is None else rep.findings[:top]
         for i, f in enumerate(shown):
-            icon, colr = severity_icon(f.severity)
+            icon, colr = SEV.get(f.severity, ("•", "blue"))
             head = f"{icon} {f.severity}"
             if i == 0:
                 out.write(f"  {st(head, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")

@@ -17,8 +17,8 @@ from typing import Any, Iterable, Optional
 
 from llmtriage.ruleset import cachefile
 from llmtriage.ruleset import regexsafety
-from llmtriage.ruleset.verified import VERIFIED_FILE, fix_table, read_record
 from llmtriage.errors import RuleLoadError
+from llmtriage.ruleset.verified import VERIFIED_FILE, fix_table, read_record
 
 try:
     from _blake2 import blake2b

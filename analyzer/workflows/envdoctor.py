@@ -178,8 +178,8 @@ def _gib(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def rule_finding(engine: Any, rule_id: str, severity: Optional[str], message: str, evidence: str,
-                 category: str = "", title: str = "") -> Finding:
+def make_finding(engine: Any, rule_id: str, severity: Optional[str], message: str, evidence: str,
+             category: str = "", title: str = "") -> Finding:
     rule = engine.ruleset.by_id.get(rule_id) if engine is not None else None
     if rule is None:   # no such rule (yet): a synthetic finding of the category
         return Finding(rule_id=rule_id, category=category or "unknown", severity=severity or "warning",
@@ -204,22 +204,22 @@ def diagnose(env: dict[str, Any], probe_text: str, engine: Any) -> list[Finding]
         err = t["error"]
         if "not probed" not in err:
             rid = "system-library-missing" if "cannot open shared object" in err else "python-module-not-found"
-            out.append(rule_finding(engine, rid, "warning", f"torch cannot be imported: {err}", err))
+            out.append(make_finding(engine, rid, "warning", f"torch cannot be imported: {err}", err))
     else:
         cuda = t.get("cuda_build")
         if not cuda and not t.get("hip_build"):
-            out.append(rule_finding(engine, "torch-not-compiled-with-cuda", "error" if gpu else "info",
+            out.append(make_finding(engine, "torch-not-compiled-with-cuda", "error" if gpu else "info",
                                 f"torch {t['version']} is a CPU-only build" +
                                 (f" but an NVIDIA GPU/driver {drv.get('driver', '')} is present" if gpu
                                  else " and no NVIDIA GPU is visible (fine for CPU work)"),
                                 f"torch.version.cuda = None (torch {t['version']})"))
         elif not t.get("is_available"):
             why = t.get("cuda_error") or "torch.cuda.is_available() returned False"
-            out.append(rule_finding(engine, "no-cuda-gpu-detected", "error" if gpu else "info",
+            out.append(make_finding(engine, "no-cuda-gpu-detected", "error" if gpu else "info",
                                 f"torch {t['version']} (CUDA {cuda or t.get('hip_build')}) sees no usable GPU"
                                 + ("" if gpu else " and no NVIDIA driver is installed"), why))
         if cuda and drv.get("driver_cuda") and _vt(drv["driver_cuda"]) < _vt(cuda):
-            out.append(rule_finding(engine, "nvidia-driver-too-old", None,
+            out.append(make_finding(engine, "nvidia-driver-too-old", None,
                                 f"driver {drv.get('driver')} supports CUDA up to {drv['driver_cuda']}, "
                                 f"torch was built for CUDA {cuda}", f"CUDA Version: {drv['driver_cuda']}"))
         arch = t.get("arch_list") or []
@@ -230,42 +230,42 @@ def diagnose(env: dict[str, Any], probe_text: str, engine: Any) -> list[Finding]
                      or (a.startswith("compute_") and a[8:].isdigit() and int(a[8:]) <= maj * 10 + mnr)
                      for a in arch)
             if arch and not ok:
-                out.append(rule_finding(engine, "no-kernel-image-for-gpu", None,
+                out.append(make_finding(engine, "no-kernel-image-for-gpu", None,
                                     f"GPU {dev['index']} {dev['name']} (compute capability {dev['capability']}) is "
                                     f"not in this torch build's architectures ({' '.join(arch)})",
                                     f"capability {dev['capability']}"))
         if not cuda and (pk.get("flash-attn") or pk.get("bitsandbytes")) and gpu is False:
             libs = [p for p in ("flash-attn", "bitsandbytes") if pk.get(p)]
-            out.append(rule_finding(engine, "gpu-required-by-library", "warning",
+            out.append(make_finding(engine, "gpu-required-by-library", "warning",
                                 f"{', '.join(libs)} installed but torch has no CUDA build: they will fail to load",
                                 ", ".join(f"{p}=={pk[p]}" for p in libs)))
     pc = env.get("pip_check")
     if pc and not pc["ok"]:
-        out.append(rule_finding(engine, "pip-dependency-conflict", None,
+        out.append(make_finding(engine, "pip-dependency-conflict", None,
                             f"pip check reports {len(pc['problems'])} broken requirement(s): "
                             + "; ".join(pc["problems"][:3]), (pc["problems"] or [""])[0]))
     shm = env.get("shm")
     if shm and shm["total_bytes"] < SHM_MIN:
-        out.append(rule_finding(engine, "torch-shm-file-failed", "warning",
+        out.append(make_finding(engine, "torch-shm-file-failed", "warning",
                             f"/dev/shm is only {_gib(shm['total_bytes'])}: DataLoader workers (num_workers>0) and "
                             "NCCL need more (docker: --shm-size=16g or --ipc=host)",
                             f"/dev/shm size {shm['total_bytes']} bytes"))
     hub = env["hub"]
     disk = hub.get("cache_disk")
     if disk and disk["free_bytes"] < DISK_MIN:
-        out.append(rule_finding(engine, "env-low-disk-space", "warning",
+        out.append(make_finding(engine, "env-low-disk-space", "warning",
                             f"only {_gib(disk['free_bytes'])} free for the Hugging Face cache ({hub['cache_dir']}); "
                             "a 7B checkpoint needs ~15 GiB", f"{hub['cache_dir']}: {disk['free_bytes']} bytes free",
                             category="disk-full", title="Little free disk space for the model cache"))
     offline = any(str(hub.get(v) or "").lower() in ("1", "true", "yes", "on")
                   for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
     if offline and not (os.path.isdir(hub["cache_dir"]) and any(os.scandir(hub["cache_dir"]))):
-        out.append(rule_finding(engine, "hf-offline-cache-miss", "warning",
+        out.append(make_finding(engine, "hf-offline-cache-miss", "warning",
                             f"offline mode is on but the hub cache {hub['cache_dir']} is empty: every from_pretrained "
                             "of a repo id will fail", "HF_HUB_OFFLINE=1"))
     endpoint = hub.get("HF_ENDPOINT")
     if endpoint and not re.match(r"https?://", endpoint):
-        out.append(rule_finding(engine, "hub-connection-error", "warning",
+        out.append(make_finding(engine, "hub-connection-error", "warning",
                             f"HF_ENDPOINT={endpoint} is not an http(s) URL", f"HF_ENDPOINT={endpoint}"))
     # what torch / nvidia-smi / pip printed, through the normal rules
     if probe_text.strip() and engine is not None:
@@ -328,12 +328,12 @@ def render_env_human(rep: Report, out: Any, *, color: bool = False, lang: Option
         w("✔ no environment problems found\n")
         return
     from llmtriage.report.redact import redact
-    from llmtriage.report.style import Style, severity_icon
+    from llmtriage.report.style import SEV, Style
 
     st = Style(color)
     w(st("Findings", "bold") + "\n")
     for f in rep.findings:
-        icon, colr = severity_icon(f.severity)
+        icon, colr = SEV.get(f.severity, ("•", "blue"))
         w(f"  {st(icon + ' ' + f.severity, colr, 'bold')}  {st(f.title, 'bold')}  {st('[' + f.category + ' / ' + f.rule_id + ']', 'dim')}\n")
         w(f"    {redact(f.message)}\n")
         for n, fx in enumerate(f.fixes[:3], 1):

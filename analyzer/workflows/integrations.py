@@ -64,7 +64,7 @@ class MetricWatcher:
         return True
 
     def feed(self, logs: dict[str, Any], step: int = 0, max_steps: int = 0) -> list[Any]:
-        from llmtriage.workflows.envdoctor import rule_finding
+        from llmtriage.workflows.envdoctor import make_finding
         from llmtriage.engine.matcher import scan_bytes
 
         if not logs:
@@ -82,13 +82,13 @@ class MetricWatcher:
         for key in ("loss", "eval_loss", "train_loss"):
             v = _num(logs.get(key))
             if v is not None and not math.isfinite(v):
-                f = rule_finding(self.engine, "trainer-loss-nan", "error", f"{key} is {v} at step {step}", line)
+                f = make_finding(self.engine, "trainer-loss-nan", "error", f"{key} is {v} at step {step}", line)
                 if self._new(f):
                     new.append(f)
         if gn is not None and not math.isfinite(gn):
             rid = "trainer-grad-norm-nonfinite-step" if loss is not None and math.isfinite(loss) and loss != 0 \
                 else "trainer-grad-norm-nan"
-            f = rule_finding(self.engine, rid, None, f"grad_norm is {gn} at step {step} (loss {loss})", line)
+            f = make_finding(self.engine, rid, None, f"grad_norm is {gn} at step {step} (loss {loss})", line)
             if self._new(f):
                 new.append(f)
         if loss is not None and math.isfinite(loss):
@@ -96,10 +96,10 @@ class MetricWatcher:
             if (len(self.recent) == self.flat_logs and all(g is not None and g == 0 for _, g in self.recent)
                     and max(x for x, _ in self.recent) - min(x for x, _ in self.recent) <= 1e-6 * max(1.0, abs(loss))):
                 if loss == 0:
-                    f = rule_finding(self.engine, "trainer-zero-loss-zero-grad", "error",
+                    f = make_finding(self.engine, "trainer-zero-loss-zero-grad", "error",
                                  f"loss and grad_norm are 0 for {self.flat_logs} logs (step {step})", line)
                 else:
-                    f = rule_finding(self.engine, "trainer-flat-loss-zero-grad", "error",
+                    f = make_finding(self.engine, "trainer-flat-loss-zero-grad", "error",
                                  f"loss is flat at {loss} with grad_norm 0 for {self.flat_logs} logs (step {step}): "
                                  "no parameter is being trained", line, category="no-grad",
                                  title="Loss is flat and grad_norm is 0: nothing is being trained")
@@ -110,7 +110,7 @@ class MetricWatcher:
             early = max_steps <= 0 or step <= max(1, int(max_steps * self.early_fraction))
             if (early and self.n_logs > 1 and self.first_loss > 0 and loss < self.fast_drop_floor
                     and loss < self.first_loss * self.fast_drop_ratio and loss != 0):
-                f = rule_finding(self.engine, "trainer-loss-near-zero-early", "warning",
+                f = make_finding(self.engine, "trainer-loss-near-zero-early", "warning",
                              f"loss fell from {self.first_loss:.4g} to {loss:.4g} by step {step} of {max_steps or '?'}: "
                              "implausibly fast (label leakage?)", line)
                 if self._new(f):
