@@ -3,6 +3,7 @@ base and `verify`; the words of the report renderers and kb pages come from YAML
 import io
 import json
 import types
+from pathlib import Path
 
 import yaml
 
@@ -102,3 +103,26 @@ def test_renderers_speak_the_yaml_words():
         assert C["fix"].format(title=rep.findings[0].fixes[0]["title"]) in out.getvalue()
         n = len(rep.findings)
         assert C["findings_one" if n == 1 else "findings_many"].format(source=rep.source, n=n) in out.getvalue()
+
+
+def _imports(path):
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmtriage"):
+            yield node.module, [a.name for a in node.names]
+
+
+def test_kb_and_report_layers_and_sizes():
+    """kb and report: modules of at most 500 lines, no private name of another module, no import of
+    a layer above (report never imports kb/job/fleet/workflows/cli; kb never imports job/fleet/workflows/cli)."""
+    root = Path(llmtriage.__file__).parent
+    above = {"report": ("kb", "job", "fleet", "workflows", "cli"), "kb": ("job", "fleet", "workflows", "cli")}
+    for pkg, banned in above.items():
+        for path in sorted((root / pkg).glob("*.py")):
+            assert len(path.read_text(encoding="utf-8").splitlines()) <= 500, path
+            for module, names in _imports(path):
+                assert not module.removeprefix("llmtriage.").startswith(banned), (path.name, module)
+                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+                assert not private, (path.name, module, private)
