@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.kb.search import (REQUIRED_RULE_SECTIONS, SearchIndex, build_site, category_page, check_site, load_verified,
-                          render_rule_text, rule_page, tokens, verification)
+from llmtriage.kb.page_text import render_rule_text
+from llmtriage.kb.pages import category_page, rule_page
+from llmtriage.kb.search import SearchIndex
+from llmtriage.kb.site import REQUIRED_RULE_SECTIONS, build_site
+from llmtriage.kb.site_check import check_site
+from llmtriage.kb.tokens import tokens
+from llmtriage.ruleset.verified import fix_table, read_record, verification
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -214,21 +219,26 @@ RECORD = {"fixes": {
 }}
 
 
+FIXES = RECORD["fixes"]
+
+
 def test_verification_reader_is_tolerant():
-    v = verification("oom:grad-accum", RECORD)
+    v = verification("oom:grad-accum", FIXES)
     assert v["verified"] and v["device"] == "cuda" and v["torch"] == "2.13.0"
-    assert verification("oom:flat", RECORD)["device"] == "cpu"
-    assert verification("oom:checkpointing", RECORD)["verified"] is False
-    assert verification("oom:missing", RECORD) is None
-    assert verification(None, RECORD) is None
-    assert verification("oom:flat", {"fixes": []}) is None
-    assert verification("x:y", {"fixes": {"x:y": {"verified": "yes"}}})["verified"] is False   # only a real True
+    assert verification("oom:flat", FIXES)["device"] == "cpu"
+    assert verification("oom:checkpointing", FIXES)["verified"] is False
+    assert verification("oom:missing", FIXES) is None
+    assert verification(None, FIXES) is None
+    assert verification("oom:flat", fix_table({"fixes": []})) is None
+    assert verification("x:y", {"x:y": {"verified": "yes"}})["verified"] is False   # only a real True
 
 
-def test_load_verified_missing_or_broken(tmp_path):
-    assert load_verified(tmp_path / "nope.json") == {}
+def test_verified_record_missing_or_broken(tmp_path):
+    assert read_record(tmp_path / "nope.json") == {}
     (tmp_path / "bad.json").write_text("{not json")
-    assert load_verified(tmp_path / "bad.json") == {}
+    assert read_record(tmp_path / "bad.json") == {}
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert read_record(tmp_path / "list.json") == {} and fix_table([1, 2]) == {}
 
 
 def test_page_marks_verified_fixes(ruleset):
@@ -236,7 +246,7 @@ def test_page_marks_verified_fixes(ruleset):
     rule["fixes"][0]["verified_by"] = "oom:grad-accum"
     rule["fixes"][1]["verified_by"] = "oom:checkpointing"
     rule["fixes"][2]["verified_by"] = "oom:never-run"
-    text = render_rule_text(rule_page(ruleset, rule, verified=RECORD))
+    text = render_rule_text(rule_page(ruleset, rule, verified=FIXES))
     lines = text.splitlines()
     first = next(x for x in lines if x.strip().startswith("1. "))
     assert "✔ verified on cuda" in first and "torch 2.13.0" in first and "transformers 4.60.0" in first
@@ -246,7 +256,7 @@ def test_page_marks_verified_fixes(ruleset):
     assert "not recorded" in third and "✔" not in third
     fourth = next(x for x in lines if x.strip().startswith("4. "))
     assert "verif" not in fourth
-    zh = render_rule_text(rule_page(ruleset, rule, lang="zh", verified=RECORD))
+    zh = render_rule_text(rule_page(ruleset, rule, lang="zh", verified=FIXES))
     assert "✔ 已验证 于 cuda" in zh
 
 

@@ -221,7 +221,8 @@ def test_human_next_line(lang, label, word):
 
 
 def test_kb_page_shows_the_default_action():
-    from llmtriage.kb.search import render_rule_text, rule_page
+    from llmtriage.kb.page_text import render_rule_text
+    from llmtriage.kb.pages import rule_page
 
     rs = llmtriage.load_rules()
     page = rule_page(rs, rs.by_id["slurm-job-cancelled"])

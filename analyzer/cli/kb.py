@@ -1,6 +1,6 @@
 """`llmtriage kb search|show|build` and the top-level alias `llmtriage explain ID|CATEGORY`.
 
-Thin click layer over kb.py. Exit codes: 0 ok, 1 `kb build --check` found problems,
+Thin click layer over the kb package (search, pages, page_text, site, site_check); its words are rules/kb.yaml labels. Exit codes: 0 ok, 1 `kb build --check` found problems,
 2 usage errors (unknown rule or category, bad rules).
 """
 from __future__ import annotations
@@ -14,11 +14,16 @@ import click
 
 from llmtriage import load_rules
 from llmtriage.cli.common import detect_lang, use_color
-from llmtriage.job.texts import say
-from llmtriage.kb.search import (build_site, category_page, check_site, find_rule, has_cjk, load_verified,
-                                 render_category_text, render_rule_text, rule_page, search)
-from llmtriage.report.style import Style, terminal_width
 from llmtriage.errors import EXIT_FINDINGS, LlmtriageError
+from llmtriage.kb.page_text import render_category_text, render_rule_text
+from llmtriage.kb.pages import category_page, find_rule, rule_page
+from llmtriage.kb.search import search
+from llmtriage.kb.site import build_site
+from llmtriage.kb.site_check import check_site
+from llmtriage.kb.tokens import has_cjk
+from llmtriage.kb.words import load_kb_words
+from llmtriage.report.style import Style, terminal_width
+from llmtriage.ruleset.verified import fix_table, read_record
 
 _LANG = click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
                      help="Language of the text (default: LANG=zh_* selects Chinese).")
@@ -68,12 +73,16 @@ def kb_search(query: tuple[str, ...], fmt: str, lang: Optional[str], limit: int,
         return
     st = Style(use_color(no_color, out))
     if not results:
-        out.write(say("search", "none", lang) + "\n")
+        out.write(load_kb_words().label_set(lang)["no_results"] + "\n")
         return
+    # the table and the hint stay in English for now (byte-identical output of the refactor);
+    # rules/kb.yaml has their Chinese words
+    L = load_kb_words().label_set("en")
     cols = terminal_width(out, default=120) or 120
     w_id = max(len(r["rule_id"]) for r in results)
     w_cat = max(len(r["category"]) for r in results)
-    out.write(st(f"{'#':>2}  {'score':>5}  {'rule':<{w_id}}  {'category':<{w_cat}}  title", "bold") + "\n")
+    out.write(st(f"{'#':>2}  {L['col_score']:>5}  {L['col_rule']:<{w_id}}  {L['col_category']:<{w_cat}}  "
+                 f"{L['col_title']}", "bold") + "\n")
     for i, r in enumerate(results, 1):
         line = f"{i:>2}  {r['score']:>5.2f}  {r['rule_id']:<{w_id}}  {r['category']:<{w_cat}}  "
         title = r["title"]
@@ -81,7 +90,7 @@ def kb_search(query: tuple[str, ...], fmt: str, lang: Optional[str], limit: int,
         if len(title) > room and not any(ord(c) > 0x2e80 for c in title):
             title = title[:room - 1] + "…"
         out.write(line + title + "\n")
-    hint = "details: llmtriage kb show " + results[0]["rule_id"]
+    hint = L["details"].format(id=results[0]["rule_id"])
     out.write(st(hint, "dim") + "\n")
 
 
@@ -93,7 +102,7 @@ def _show(ident: str, lang: Optional[str], rules_dirs: tuple[str, ...], no_color
     color = use_color(no_color, out)
     rule = find_rule(rs, ident)
     if rule is not None:
-        verified = load_verified(verified_file) if verified_file else None
+        verified = fix_table(read_record(verified_file)) if verified_file else None
         page = rule_page(rs, rule, lang=lang, verified=verified)
         width = min(terminal_width(out, default=100) or 100, 110)
         out.write(render_rule_text(page, color=color, width=width - 2))
@@ -142,17 +151,18 @@ def kb_build(out_dir: str, check: bool, langs: tuple[str, ...], rules_dirs: tupl
              verified_file: Optional[str]) -> None:
     """Write a browsable static HTML site of the knowledge base to OUT."""
     rs = load_rules(rules_dirs)
-    verified = load_verified(verified_file) if verified_file else None
+    verified = fix_table(read_record(verified_file)) if verified_file else None
+    L = load_kb_words().label_set("en")      # English for now (byte-identical output of the refactor)
     try:
         written = build_site(rs, out_dir, langs=langs or ("en", "zh"), verified=verified)
     except OSError as exc:
         raise LlmtriageError(f"{out_dir}: cannot write: {exc.strerror}") from None
-    click.echo(f"wrote {len(written)} pages to {out_dir} (open {os.path.join(out_dir, 'index.html')})")
+    click.echo(L["wrote"].format(n=len(written), out=out_dir, index=os.path.join(out_dir, "index.html")))
     if check:
         problems = check_site(out_dir)
         for p in problems:
             click.echo(f"✖ {p}", err=True)
         if problems:
-            click.echo(f"{len(problems)} problems", err=True)
+            click.echo(L["problems"].format(n=len(problems)), err=True)
             sys.exit(EXIT_FINDINGS)
-        click.echo("site check: every rule page has all sections, every link resolves")
+        click.echo(L["site_ok"])

@@ -4,12 +4,12 @@ healthy log never imports yaml.
 """
 from __future__ import annotations
 
-from importlib.resources import files
 from typing import Any, Optional
 
 from llmtriage.findings import Finding
 from llmtriage.engine.matcher import render_template
 from llmtriage.detect.metric_detect import PRIORITY, RULE_IDS, Anomaly
+from llmtriage.ruleset.loader import builtin_rules_dir
 
 _DETECTOR_TEXT: dict[str, Any] = {}
 _ZH_UNITS = {"steps": "步", "records": "条记录"}
@@ -21,7 +21,7 @@ def detector_texts() -> dict[str, Any]:
         import yaml     # deferred: only when an anomaly is reported (a healthy log never needs it)
 
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        text = files("llmtriage.rules").joinpath("detectors.yaml").read_text(encoding="utf-8")
+        text = (builtin_rules_dir() / "detectors.yaml").read_text(encoding="utf-8")
         _DETECTOR_TEXT.update(yaml.load(text, Loader=loader))
     return _DETECTOR_TEXT
 

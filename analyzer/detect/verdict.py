@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.ruleset.loader import builtin_rules_dir, load_data_files
+from llmtriage.ruleset.datafiles import data_file
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.report.redact import clip
 
@@ -45,29 +45,14 @@ _CANDIDATES = 512        # literal hits looked at per block (bounded cost when e
 _PROGRESS_TAIL = 8192    # progress literals are first looked for in the last bytes of a block
 
 
-_DATA: dict[str, Any] = {}
-
-
-def use_data(data: dict[str, Any]) -> None:
-    """Take the verdict data parsed with the rule cache (`RuleSet.data`): no yaml in the scan."""
-    for name, value in data.items():
-        _DATA.setdefault(name, value)
-
-
-def _data(name: str) -> dict[str, Any]:
-    if name not in _DATA:
-        _DATA[name] = load_data_files(builtin_rules_dir())[name]
-    return _DATA[name]
-
-
 def verdict_spec() -> dict[str, Any]:
     """rules/verdict.yaml: status markers, fatality contexts, unknown-finding text."""
-    return _data("verdict.yaml")
+    return data_file("verdict.yaml")
 
 
 def action_spec() -> dict[str, Any]:
     """rules/actions.yaml: category defaults, generic reasons, context overrides, labels."""
-    return _data("actions.yaml")
+    return data_file("actions.yaml")
 
 
 def tr(entry: Any, lang: Optional[str], **values: Any) -> str:

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.detect.verdict import Scanner as VerdictScanner, judge, use_data
+from llmtriage.detect.verdict import Scanner as VerdictScanner, judge
 from llmtriage.report import redact as _redact
 from llmtriage.ruleset.regexsafety import bounded_compile
+from llmtriage.ruleset.datafiles import use_data
+from llmtriage.ruleset.verified import best_run
 from llmtriage.engine.logparse import (EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view, normalise_text, split_prefix)
 
 try:  # pragma: no cover - exercised when google-re2 is installed
@@ -533,11 +535,9 @@ class Engine:
         return out
 
     def _fix(self, f: dict[str, Any]) -> dict[str, Any]:
-        out = _fix(f)
+        out = fix_entry(f)
         if f.get("verified_by"):
-            from llmtriage.ruleset.loader import best_verification
-
-            rec = best_verification(getattr(self.ruleset, "verified", {}).get(f["verified_by"]))
+            rec = best_run(getattr(self.ruleset, "verified", {}).get(f["verified_by"]))
             out["verified"] = bool(rec and rec.get("verified") is True)
             if rec:
                 out["verification"] = {k: rec.get(k) for k in ("device", "torch", "transformers", "date")}
@@ -691,7 +691,8 @@ def default_observers() -> list[Callable[[Engine], Any]]:
     return list(FACTORIES)
 
 
-def _fix(f: dict[str, Any]) -> dict[str, Any]:
+def fix_entry(f: dict[str, Any]) -> dict[str, Any]:
+    """The finding's copy of a rule fix: title, detail and the optional keys it has."""
     out = {"title": f["title"], "detail": f["detail"]}
     for k in ("snippet", "when", "verified_by"):
         if f.get(k):

@@ -37,6 +37,7 @@ from llmtriage.job.inputs import LOG_SUFFIXES
 from llmtriage.engine.logparse import split_prefix
 from llmtriage.engine.matcher import Engine, default_observers
 from llmtriage.report.render import redact
+from llmtriage.ruleset.loader import builtin_rules_dir
 
 FIELDS: list[tuple[str, str]] = [       # (name, arrow type) in Parquet column order
     ("source", "string"), ("kind", "string"), ("size", "int64"), ("mtime", "float64"), ("status", "string"),
@@ -66,11 +67,9 @@ _TEXTS: dict[str, Any] = {}
 def texts(lang: Optional[str] = None) -> dict[str, Any]:
     """User-facing text of the fleet command (rules/fleet.yaml) in `lang` (en or zh)."""
     if not _TEXTS:
-        from importlib.resources import files
-
         import yaml
 
-        _TEXTS.update(yaml.safe_load(files("llmtriage.rules").joinpath("fleet.yaml").read_text(encoding="utf-8")))
+        _TEXTS.update(yaml.safe_load((builtin_rules_dir() / "fleet.yaml").read_text(encoding="utf-8")))
     return _TEXTS["zh" if lang == "zh" else "en"]
 
 

@@ -2,10 +2,10 @@
 Flight Recorder and stall verdicts, the cascade sentence and the labels of the human output."""
 from __future__ import annotations
 
-from importlib.resources import files
 from typing import Any, Optional
 
 from llmtriage.engine.matcher import render_template
+from llmtriage.ruleset.loader import builtin_rules_dir
 
 _TEXTS: dict[str, Any] = {}
 
@@ -14,7 +14,7 @@ def job_texts() -> dict[str, Any]:
     if not _TEXTS:
         import yaml   # deferred: `kb search` words its empty result from here and never loads yaml otherwise
 
-        text = files("llmtriage.rules").joinpath("job_texts.yaml").read_text(encoding="utf-8")
+        text = (builtin_rules_dir() / "job_texts.yaml").read_text(encoding="utf-8")
         _TEXTS.update(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return _TEXTS
 

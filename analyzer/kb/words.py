@@ -1,4 +1,4 @@
-"""The knowledge base's search vocabulary: rules/kb.yaml (synonyms, category names, category tags).
+"""The knowledge base's data: rules/kb.yaml (synonyms, category names, category tags, page labels).
 
 Read with yaml.safe_load on a cache miss only; the parsed data is cached as JSON next to the rule
 cache, keyed on the file's size and mtime, so a warm `kb search` never imports yaml.
@@ -15,7 +15,7 @@ from typing import Any, Optional
 from llmtriage.ruleset.loader import builtin_rules_dir, cache_dir
 
 KB_FILE = "kb.yaml"
-_FORMAT = 1
+_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,11 @@ class KbWords:
     synonyms: dict[str, str] = field(default_factory=dict)          # query word -> expansion terms
     category_names: dict[str, dict[str, str]] = field(default_factory=dict)   # lang -> category -> name
     category_tags: dict[str, list[str]] = field(default_factory=dict)         # category -> search words
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)           # lang -> key -> page label
+
+    def label_set(self, lang: Optional[str]) -> dict[str, str]:
+        """The page labels in `lang` (English unless "zh")."""
+        return self.labels["zh" if lang == "zh" else "en"]
 
 
 def kb_words_path() -> Path:
@@ -33,12 +38,13 @@ def _check(data: Any, where: str) -> KbWords:
     """Plain, typed data from a parsed kb.yaml; ValueError naming the first bad entry."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping at the top level")
-    unknown = set(data) - {"synonyms", "category_names", "category_tags"}
+    unknown = set(data) - {"synonyms", "category_names", "category_tags", "labels"}
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
     syn = data.get("synonyms") or {}
     names = data.get("category_names") or {}
     tags = data.get("category_tags") or {}
+    labels = data.get("labels") or {}
     if not isinstance(syn, dict) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
                                             for k, v in syn.items()):
         raise ValueError(f"{where}: synonyms must map non-empty words to non-empty expansion strings")
@@ -51,9 +57,16 @@ def _check(data: Any, where: str) -> KbWords:
             isinstance(k, str) and isinstance(v, list) and all(isinstance(t, str) and t.strip() for t in v)
             for k, v in tags.items()):
         raise ValueError(f"{where}: category_tags must map a category to a list of words")
+    if not isinstance(labels, dict) or set(labels) != {"en", "zh"} or not all(
+            isinstance(m, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in m.items())
+            for m in labels.values()):
+        raise ValueError(f"{where}: labels must map en and zh to {{key: text}}")
+    if set(labels["en"]) != set(labels["zh"]):
+        raise ValueError(f"{where}: labels: en and zh differ in {sorted(set(labels['en']) ^ set(labels['zh']))}")
     return KbWords(synonyms={k.lower(): v for k, v in syn.items()},
                    category_names={lang: dict(m) for lang, m in names.items()},
-                   category_tags={k: list(v) for k, v in tags.items()})
+                   category_tags={k: list(v) for k, v in tags.items()},
+                   labels={lang: dict(m) for lang, m in labels.items()})
 
 
 def parse_kb_words(text: str, where: str = KB_FILE) -> KbWords:
@@ -88,7 +101,8 @@ def load_kb_words(path: Optional[Path] = None) -> KbWords:
             cached.parent.mkdir(parents=True, exist_ok=True)
             tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps({"synonyms": words.synonyms, "category_names": words.category_names,
-                                       "category_tags": words.category_tags}, ensure_ascii=False),
+                                       "category_tags": words.category_tags, "labels": words.labels},
+                                      ensure_ascii=False),
                            encoding="utf-8")
             os.replace(tmp, cached)
         except OSError:

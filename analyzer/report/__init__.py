@@ -1,1 +1,2 @@
-"""Findings to output: ranking helpers, human/JSON/SARIF/GitHub renderers, credential redaction, baselines."""
+"""Findings to output: human/quiet/JSON (render) and SARIF/GitHub (render_ci) renderers, terminal
+style (style), their words from rules/report.yaml (texts), credential redaction, baselines."""

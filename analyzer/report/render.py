@@ -1,6 +1,7 @@
-"""Renderers of reports: human (terminal) and json; other formats register lazily (layer 4).
+"""Renderers of reports: human (terminal), quiet and json; other formats register lazily (layer 4).
 
-No click here: colour is plain ANSI decided by the caller (`color=True/False`).
+No click here: colour is plain ANSI decided by the caller (`color=True/False`, report/style.py);
+the words are rules/report.yaml (report/texts.py).
 """
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from llmtriage.findings import Finding, Report, reports_to_dict
 from llmtriage.report.redact import redact, safe_reports
 from llmtriage.report.style import SEV, Style, cut, text_width, wrap
 from llmtriage.detect.verdict import next_line, status_word
+from llmtriage.report.texts import report_labels
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
 RENDERERS: dict[str, Any] = {
     "sarif": "llmtriage.report.render_ci:render_sarif",
     "github": "llmtriage.report.render_ci:render_github",
 }
+
 
 def redact_obj(obj: Any) -> Any:
     """Mask credentials in every string of a JSON-like object."""
@@ -68,20 +71,6 @@ def render_json(reports: list[Report], out: TextIO, **_: Any) -> None:
     out.write("\n")
 
 
-_LABELS = {
-    "en": {"line": "line", "lines": "lines", "ranks": "ranks", "rank": "rank", "why": "Why", "what": "What",
-           "fixes": "Fixes", "at": "at", "none": "no known failure signature found", "also": "Also found",
-           "times": "x", "when": "when", "verified": "verified", "root": "Root cause", "more": "more",
-           "input_error": "input error", "baselined": "findings baselined (see {file}; --no-baseline shows them)",
-           "ok": "ok"},
-    "zh": {"line": "行", "lines": "行", "ranks": "rank", "rank": "rank", "why": "原因", "what": "含义",
-           "fixes": "修复方法", "at": "位于", "none": "未发现已知的故障特征", "also": "其他发现",
-           "times": "次", "when": "适用条件", "verified": "已验证", "root": "根因", "more": "更多",
-           "input_error": "输入错误", "baselined": "条发现已记入基线（见 {file}；--no-baseline 可显示）",
-           "ok": "正常"},
-}
-
-
 def _where(f: Finding, L: dict[str, str]) -> str:
     s = f"{L['line']} {f.line}"
     if f.count > 1:
@@ -99,7 +88,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
     """The terminal report; prose wraps to `width` columns (None: one line a paragraph), the evidence
     line is cut to fit, with an ellipsis."""
     st = Style(color)
-    L = _LABELS["zh" if lang == "zh" else "en"]
+    L = report_labels(lang)
     for ri, rep in enumerate(reports):
         if ri:
             out.write("\n")
@@ -164,7 +153,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
 
 def render_quiet(reports: list[Report], out: TextIO, *, lang: Optional[str] = None, **_: Any) -> None:
     """-q: one line per input: source, root cause (category/rule), action, line; or the input error."""
-    L = _LABELS["zh" if lang == "zh" else "en"]
+    L = report_labels(lang)
     for rep in reports:
         if rep.extra.get("error"):
             out.write(f"{rep.source}: {L['input_error']}: {redact(rep.extra['error'])}\n")

@@ -1,6 +1,7 @@
 """CI renderers: SARIF 2.1.0 (code-scanning upload) and GitHub Actions workflow commands (layer 4).
 
-Both redact secrets in evidence and messages (`llmtriage.report.render.redact`).
+Both redact secrets in evidence and messages (report/redact.py); their words are the `ci` section
+of rules/report.yaml (report/texts.py).
 """
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from urllib.parse import quote
 
 from llmtriage.version import __version__
 from llmtriage.findings import Finding, Report
-from llmtriage.report.render import redact
+from llmtriage.report.redact import redact
+from llmtriage.report.texts import ci_labels
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/llmtriage/"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_CAP = 10          # GitHub shows at most 10 annotations of each kind per step
+# The words of the CI formats stay English whatever --lang says (as before the words moved to
+# rules/report.yaml, which also has them in Chinese): pass the report language here to change that.
+CI_LANG = "en"
 
 
 def _uri(source: str) -> Optional[str]:
@@ -37,6 +42,7 @@ def _fixes_text(f: Finding) -> str:
 
 
 def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
+    C = ci_labels(CI_LANG)
     rules: dict[str, int] = {}
     rule_objs: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -66,7 +72,7 @@ def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
                 rule_objs.append(rule)
             msg = redact(f.message)
             if f.count > 1:
-                msg += f" ({f.count} occurrences, lines {f.line}-{f.last_line or f.line})"
+                msg += C["occurrences"].format(count=f.count, first=f.line, last=f.last_line or f.line)
             res: dict[str, Any] = {
                 "ruleId": f.rule_id,
                 "ruleIndex": rules[f.rule_id],
@@ -87,7 +93,7 @@ def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
             if uri is not None:
                 phys["artifactLocation"] = {"uri": uri}
             else:
-                phys["artifactLocation"] = {"description": {"text": "standard input"}}
+                phys["artifactLocation"] = {"description": {"text": C["stdin"]}}
             res["locations"] = [{"physicalLocation": phys}]
             results.append(res)
     run: dict[str, Any] = {
@@ -137,6 +143,7 @@ def _annotation(kind: str, source: str, f: Optional[Finding], title: str, text: 
 def render_github(reports: list[Report], out: TextIO, *, cap: int = GITHUB_CAP, **_: Any) -> None:
     """One annotation per merged finding (repeats are already merged into one with a count), at most
     `cap` of each kind: when more would be needed, the last one of that kind summarises the rest."""
+    C = ci_labels(CI_LANG)
     items: dict[str, list[tuple[str, Finding]]] = {"error": [], "warning": [], "notice": []}
     for rep in reports:
         for f in rep.findings:
@@ -148,14 +155,15 @@ def render_github(reports: list[Report], out: TextIO, *, cap: int = GITHUB_CAP, 
         for source, f in shown:
             text = redact(f.message)
             if f.count > 1:
-                text += f" — {f.count}x, lines {f.line}-{f.last_line or f.line}"
+                text += C["repeats"].format(count=f.count, first=f.line, last=f.last_line or f.line)
                 if f.ranks:
-                    text += f", ranks {','.join(map(str, f.ranks[:16]))}"
+                    text += C["repeat_ranks"].format(ranks=",".join(map(str, f.ranks[:16])))
             if f.evidence:
                 text += "\n" + redact(f.evidence[:500])
             if f.fixes:
-                text += "\nFix: " + f.fixes[0]["title"] + (f" (+{len(f.fixes) - 1} more: llmtriage explain {f.rule_id})"
-                                                           if len(f.fixes) > 1 else "")
+                text += "\n" + C["fix"].format(title=f.fixes[0]["title"])
+                if len(f.fixes) > 1:
+                    text += C["more_fixes"].format(n=len(f.fixes) - 1, rule_id=f.rule_id)
             out.write(_annotation(kind, source, f, f"{f.title} [{f.rule_id}]", text))
         rest = lst[len(shown):]
         if rest:
@@ -163,20 +171,20 @@ def render_github(reports: list[Report], out: TextIO, *, cap: int = GITHUB_CAP, 
             text = "; ".join(f"{s}:{f.line} {f.rule_id}" + (f" ({f.count}x)" if f.count > 1 else "")
                              for s, f in rest[:40])
             out.write(_annotation(kind, files[0] if len(files) == 1 else "", None,
-                                  f"llmtriage: {len(rest)} more {kind} findings", text))
+                                  C["more_findings"].format(n=len(rest), kind=kind), text))
     for rep in reports:
         if rep.extra.get("error"):
-            out.write(_annotation("error", rep.source, None, "llmtriage: input error", redact(rep.extra["error"])))
+            out.write(_annotation("error", rep.source, None, C["input_error"], redact(rep.extra["error"])))
             continue
         n = len(rep.findings)
         base = rep.extra.get("baselined")
-        out.write(f"llmtriage: {rep.source}: {n} finding{'s' if n != 1 else ''}"
-                  + (f" ({base} acknowledged in the baseline)" if base else "") + "\n")
+        out.write(C["findings_one" if n == 1 else "findings_many"].format(source=rep.source, n=n)
+                  + (C["baselined"].format(n=base) if base else "") + "\n")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(_markdown(reports))
+                fh.write(_markdown(reports, C))
         except OSError:
             pass
 
@@ -188,11 +196,11 @@ def _top(reports: list[Report], source: str) -> Optional[Finding]:
     return None
 
 
-def _markdown(reports: list[Report]) -> str:
-    lines = ["### llmtriage", "", "| log | severity | finding | line | count |", "|---|---|---|---|---|"]
+def _markdown(reports: list[Report], C: dict[str, str]) -> str:
+    lines = ["### llmtriage", "", C["summary_head"], "|---|---|---|---|---|"]
     for rep in reports:
         if not rep.findings:
-            lines.append(f"| `{rep.source}` | ok | no known failure signature | | |")
+            lines.append(C["summary_ok"].format(source=rep.source))
         for f in rep.findings:
             lines.append(f"| `{rep.source}` | {f.severity} | {f.title.replace('|', '/')} (`{f.rule_id}`) | "
                          f"{f.line} | {f.count} |")

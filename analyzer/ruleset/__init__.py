@@ -1,1 +1,3 @@
-"""Rules as data: the pydantic rule model, the YAML loader with its pinned errors, the regex safety check and the JSON rule cache."""
+"""Rules as data: the pydantic rule model, the YAML loader with its pinned errors, the regex safety
+check, the JSON rule cache, the data files beside the rules (datafiles) and the verified-fix
+record (verified)."""

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Optional
 from llmtriage.ruleset import cachefile
 from llmtriage.ruleset import regexsafety
 from llmtriage.errors import RuleLoadError
+from llmtriage.ruleset.verified import VERIFIED_FILE, fix_table, read_record
 
 try:
     from _blake2 import blake2b
@@ -25,8 +26,7 @@ except ImportError:  # pragma: no cover - CPython builds always have it
     from hashlib import blake2b
 
 CACHE_FORMAT = 6
-VERIFIED_FILE = "verified.json"
-DATA_FILES = ("verdict.yaml", "actions.yaml")      # verdict data (analyzer/verdict.py), cached with the rules
+DATA_FILES = ("verdict.yaml", "actions.yaml", "report.yaml")   # cached with the rules (ruleset/datafiles.py)
 SECRETS_FILE = "secrets.yaml"
 NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml", SECRETS_FILE, *DATA_FILES}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
@@ -74,6 +74,11 @@ def builtin_rules_dir() -> Path:
 
     root = files("llmtriage.rules")
     return Path(str(root))
+
+
+def verified_path() -> Path:
+    """rules/verified.json of the built-in rules (written by `llmtriage verify --record`)."""
+    return builtin_rules_dir() / VERIFIED_FILE
 
 
 def _rule_files(root: Path) -> list[Path]:
@@ -316,7 +321,7 @@ def validate_dirs(dirs: list[Path], *, builtin: bool = True) -> RuleSet:
         raise RuleLoadError(problems)
     rules.sort(key=lambda r: r["id"])
     return RuleSet(rules=rules, locales=locales, taxonomy=taxonomy, dirs=tuple(str(d) for d in dirs),
-                   verified=load_verified(builtin_rules_dir() / VERIFIED_FILE),
+                   verified=fix_table(read_record(verified_path())),
                    data=load_data_files(builtin_rules_dir()) if builtin else {},
                    secrets=load_secrets(builtin_rules_dir() / SECRETS_FILE))
 
@@ -342,32 +347,6 @@ def load_secrets(path: Path) -> list[dict[str, Any]]:
     if problems:
         raise RuleLoadError(problems)
     return [dict(e) for e in entries]
-
-
-def load_verified(path: Path) -> dict[str, Any]:
-    """The "fixes" table of rules/verified.json (written only by `llmtriage verify --record`)."""
-    import json
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    fixes = data.get("fixes") if isinstance(data, dict) else None
-    return fixes if isinstance(fixes, dict) else {}
-
-
-def best_verification(entry: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    """The run to show for one verified.json entry: a verified device first (GPU before CPU)."""
-    if not isinstance(entry, dict):
-        return None
-    runs = entry.get("devices") or {}
-    best = None
-    for dev in sorted(runs, key=lambda d: (d == "cpu", d)):
-        rec = dict(runs[dev], device=dev)
-        if rec.get("verified") is True:
-            return rec
-        best = best or rec
-    return best
 
 
 def _fmt(path: Path, line: int, col: int, rid: Optional[str], key: str, problem: str) -> str:

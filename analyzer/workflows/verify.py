@@ -24,11 +24,8 @@ import yaml
 
 from llmtriage import analyze, load_rules
 from llmtriage.errors import LlmtriageError
-from llmtriage.ruleset.loader import VERIFIED_FILE, best_verification, builtin_rules_dir
-
-def verified_path() -> Path:
-    """rules/verified.json beside the built-in rules (the loader knows where they are installed)."""
-    return builtin_rules_dir() / VERIFIED_FILE
+from llmtriage.ruleset.loader import verified_path
+from llmtriage.ruleset.verified import fix_table, merge_runs, read_record, verification, write_record
 
 
 # ------------------------------------------------------------------ environment probe
@@ -365,56 +362,21 @@ def save_logs(outcomes: list, directory: Path, env: dict) -> list:
 
 # ------------------------------------------------------------------ the verified record
 def load_verified(path: Optional[Path] = None) -> dict:
-    p = Path(path) if path else verified_path()
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """The whole record (rules/verified.json unless `path`; {} when absent or unreadable)."""
+    return read_record(path or verified_path())
 
 
 def verification_for(verified_by: Optional[str], data: Optional[dict] = None) -> Optional[dict]:
     """The recorded result for a fix's `verified_by` ('scenario:variant'): a dict with
     verified, device, torch, transformers, date (a verified device preferred, CPU last) or None."""
-    if not verified_by:
-        return None
-    data = load_verified() if data is None else data
-    return best_verification((data.get("fixes") or {}).get(verified_by))
+    return verification(verified_by, fix_table(load_verified() if data is None else data))
 
 
 def record(outcomes: list, env: dict, path: Optional[Path] = None) -> Path:
     """Merge this run's results into the verified record (rules/verified.json)."""
     p = Path(path) if path else verified_path()
-    data = load_verified(p)
-    data.setdefault("fixes", {})
-    data.setdefault("scenarios", {})
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-    base = {"torch": env.get("torch"), "transformers": env.get("transformers"),
-            "python": env.get("python"), "date": now}
-    for o in outcomes:
-        if o.skipped:
-            continue
-        sc_entry = data["scenarios"].setdefault(o.name, {"category": o.category, "devices": {}})
-        sc_entry["category"] = o.category
-        sc_entry.setdefault("devices", {})[o.device] = dict(
-            base, reproduced=bool(o.reproduced), detected=o.detected, detected_as=o.detected_as,
-            fail_variant=o.run.variant if o.run else None)
-        for f in o.fixes:
-            key = f"{o.name}:{f.name}"
-            entry = data["fixes"].setdefault(key, {"scenario": o.name, "fix": f.name, "devices": {}})
-            entry.update(scenario=o.name, fix=f.name, category=o.category,
-                         rule_id=(o.detected_as or {}).get("rule_id"))
-            # a fix counts as verified only when the failure was reproduced and recognised too
-            entry.setdefault("devices", {})[o.device] = dict(base, verified=bool(f.verified and o.ok))
-            entry["verified"] = any(r.get("verified") for r in entry["devices"].values())
-    data["about"] = ("Written by `llmtriage verify --record` from real reproducer runs; do not edit by hand. "
-                     "fixes[<scenario>:<fix-variant>] is what a rule fix's verified_by points at.")
-    data["updated"] = now
-    data = {"about": data.pop("about"), "updated": data.pop("updated"), **data}
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return write_record(p, merge_runs(read_record(p), outcomes, env, now))
 
 
 def run_and_report(names: Iterable[str] = (), *, device: str = "auto", jobs: int = 2) -> tuple[list, dict, float]:

@@ -1,0 +1,54 @@
+"""Text analysis of the knowledge base's search: lowercase words lightly stemmed, CJK runs as
+character bigrams (layer 4, stdlib only)."""
+from __future__ import annotations
+
+import re
+
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[a-z0-9]+|[{CJK}]+")
+_HAS_CJK = re.compile(rf"[{CJK}]")
+_STOP = frozenset("a an the of to in on for is are was be and or with by at it its this that as from into "
+                  "i my me we you your can how what why when does do did after".split())
+
+
+def stem(w: str) -> str:
+    """A light English stemmer: plural, -ing and -ed endings (short words and numbers unchanged)."""
+    if len(w) <= 4 or w.isdigit():
+        return w
+    if w.endswith("ies"):
+        return w[:-3] + "y"
+    if w.endswith("sses"):
+        return w[:-2]
+    if w.endswith(("ches", "shes", "xes")):
+        return w[:-2]
+    if w.endswith("ing") and len(w) > 5:
+        w = w[:-3]
+    elif w.endswith("ed") and len(w) > 5 and not w.endswith("eed"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    else:
+        return w
+    if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+        w = w[:-1]
+    return w
+
+
+def tokens(text: str) -> list[str]:
+    """Search terms of `text`: stemmed lowercase words and CJK character bigrams."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(text.lower()):
+        t = m.group()
+        if _HAS_CJK.match(t):
+            if len(t) == 1:
+                out.append(t)
+            else:
+                out.extend(t[i:i + 2] for i in range(len(t) - 1))
+        elif t not in _STOP:
+            out.append(stem(t))
+    return out
+
+
+def has_cjk(text: str) -> bool:
+    """Whether `text` holds a Chinese (CJK) character."""
+    return bool(_HAS_CJK.search(text))
