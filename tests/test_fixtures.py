@@ -54,6 +54,7 @@ def test_every_rule_is_top_of_a_fixture(engine, ruleset):
     assert not missing, f"rules that are the top finding of no fixture: {missing}"
 
 
+@pytest.mark.slow   # the reference engine runs every pattern on every block: ~80 s for all four modes
 @pytest.mark.parametrize("mode", ["auto", "literal-set", "python", "hyperscan"])
 def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
     """literal-set: the thrash fallback (LiteralSet) answers every block, confirmed line by line."""
