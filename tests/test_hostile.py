@@ -408,7 +408,7 @@ def test_long_chain_parses_in_linear_time() -> None:
 
 
 def test_diff_flag_tables_bounded_and_say_so(tmp_path: Path) -> None:
-    from llmtriage.job import analysis as jobs
+    from llmtriage.job import diff as jobs
 
     bad = tmp_path / "bad.log"
     with bad.open("w") as fh:
