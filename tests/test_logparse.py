@@ -148,3 +148,32 @@ pyarrow.lib.ArrowInvalid: JSON parse error: Missing a closing quotation mark in 
         p.feed(i, line)
     exc = p.headline()
     assert (exc.user_frame.file, exc.user_frame.line) == ("/home/u/proj/train.py", 61)
+
+
+def test_serving_and_ray_prefixes_are_stripped_and_give_the_rank():
+    """vLLM's logger prefix and Ray/vLLM process prefixes hide traceback frames and the exception
+    line unless they are read as prefixes; `rank=N` inside the process prefix is the rank."""
+    from llmtriage.engine.logparse import split_prefix
+
+    cases = {
+        'ERROR 06-02 08:03:44 [serving_chat.py:200]   File "/x/y.py", line 3, in f': (None, '  File "/x/y.py", line 3, in f'),
+        '(WorkerDict pid=616, ip=10.0.0.1)   File "/x/y.py", line 3, in f': (None, '  File "/x/y.py", line 3, in f'),
+        '(VllmWorker rank=2 pid=123) ERROR 06-02 08:03:44 [worker.py:12] ValueError: bad': (2, "ValueError: bad"),
+        "(EngineCore_DP0 pid=123) Traceback (most recent call last):": (None, "Traceback (most recent call last):"),
+        "INFO:     10.0.0.4:51822 - \"POST /v1/chat HTTP/1.1\" 200 OK": (None, "INFO:     10.0.0.4:51822 - \"POST /v1/chat HTTP/1.1\" 200 OK"),
+        "(not a prefix) ValueError: x": (None, "(not a prefix) ValueError: x"),
+    }
+    for line, (rank, text) in cases.items():
+        p = split_prefix(line)
+        assert (p.rank, p.text) == (rank, text), line
+
+
+def test_a_vllm_traceback_behind_logger_prefixes_names_its_exception():
+    import llmtriage
+
+    log = "\n".join(f"ERROR 06-02 08:03:44 [core.py:200] {t}" for t in (
+        "EngineCore failed to start.", "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 10, in run',
+        "    raise ValueError(msg)", "ValueError: No available memory for the cache blocks.")) + "\n"
+    rep = llmtriage.analyze(log)
+    assert rep.exception is not None and rep.exception.type == "ValueError", rep.exception

@@ -107,6 +107,10 @@ _PREFIX = re.compile(
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?   # ISO time
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                   # [12:01:02]
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"
+      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[\w./-]+:\d+\]\s?
+                                                                           # vLLM "ERROR 06-02 08:03:44 [core.py:200] "
+      | \((?:[A-Za-z_][\w.-]*\s+)?(?:(?:rank|tp_rank|local_rank)=(?P<prank>\d{1,6}),?\s+)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s?
+                                                                           # Ray / vLLM process "(VllmWorker rank=0 pid=12, ip=10.0.0.3) "
     )""",
     re.VERBOSE,
 )
@@ -133,6 +137,8 @@ def split_prefix(line: str) -> Prefix:
             out.rank = int(g["local"])
         elif g["srun"] is not None and out.rank is None:
             out.rank = int(g["srun"])
+        elif g["prank"] is not None and out.rank is None:
+            out.rank = int(g["prank"])
         elif g["host"] is not None and out.host is None:
             out.host = g["host"]
         rest = rest[m.end():]
