@@ -237,3 +237,16 @@ def test_native_crash_after_a_finished_run_is_a_shutdown_crash():
     assert "shutdown" in top.action_reason and "outputs are complete" in top.action_reason
     step1 = llmtriage.analyze(FIX / "native-crash" / "sft-segfault-bitsandbytes-step1.log").findings[0]
     assert step1.category == "native-crash" and "shutdown" not in step1.action_reason
+
+
+def test_an_exception_handled_by_a_recovery_line_and_followed_by_progress_is_not_a_death():
+    """However few lines are left: the error was caught (retry, a rejected request) and work went on."""
+    tb = ("Traceback (most recent call last):\n  File \"/srv/app.py\", line 3, in handle\n"
+          "    raise ValueError('bad input')\nValueError: bad input\n")
+    handled = tb + "WARNING fetching shard failed, retrying in 5s\n" + "".join(
+        f"step {i} loss 1.{i:02d}\n" for i in range(10, 14))
+    rep = llmtriage.analyze(handled)
+    assert rep.extra["status"] != "crashed", rep.extra.get("death")
+    assert not [f for f in rep.findings if f.severity == "error"]
+    dead = llmtriage.analyze(tb + "".join(f"step {i} loss 1.{i:02d}\n" for i in range(10, 14)) + tb)
+    assert dead.extra["status"] == "crashed"

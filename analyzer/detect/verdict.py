@@ -231,7 +231,8 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, O
     deaths = list(scanner.hits.get("death", ()))
     deaths += [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
                if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
-    alive = sorted(d for d in deaths if last_finish < d[0] and scanner.last_progress <= d[0] + gap)
+    alive = sorted(d for d in deaths if last_finish < d[0] and scanner.last_progress <= d[0] + gap
+                   and not _handled(d[0], scanner))
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
@@ -241,9 +242,17 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, O
     return "running", None
 
 
+def _handled(line: int, scanner: Scanner) -> bool:
+    """A recovery line (retrying, a request rejected, a worker group restarted) within the recovery
+    window after `line`, with progress after it: the process caught the error and went on, however
+    few lines the log has left (a server that answered one request with HTTP 400 keeps serving)."""
+    after = int(verdict_spec()["recovery_window"]["after"])
+    return any(line < h[0] <= line + after and scanner.last_progress > h[0] for h in scanner.hits.get("recovery", ()))
+
+
 def _survived(line: int, scanner: Scanner) -> bool:
     gap = int(verdict_spec().get("progress_gap", 20))
-    return scanner.last("finish") > line or scanner.last_progress > line + gap
+    return scanner.last("finish") > line or scanner.last_progress > line + gap or _handled(line, scanner)
 
 
 # --------------------------------------------------------------------------- fatality
