@@ -304,7 +304,10 @@ def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang:
         return
     spec = verdict_spec()["after_death"]
     cut = death["line"] + int(spec["margin"])
-    recognised = [f for f in findings if f.severity == "error" and f.rule_id != "unknown" and f.line <= cut]
+    # only a recognised cause makes later causes consequences: a peer's timeout or a launcher
+    # summary printed first (other ranks' output comes earlier in the file) does not
+    recognised = [f for f in findings if f.severity == "error" and f.rule_id != "unknown" and f.role == "cause"
+                  and f.line <= cut]
     if not recognised:
         return
     for f in findings:
@@ -337,6 +340,7 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
             best.judgement = {"context": "explains-death", "severity_was": "warning",
                               "reason": tr(spec["explains_reason"], lang, line=u.line)}
             best.severity = "error"
+            u.role = "symptom"          # the promoted cause explains this exception: one root cause, not two
 
 
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
