@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from llmtriage.ruleset import cachefile
-from llmtriage.ruleset import regexsafety
 from llmtriage.errors import RuleLoadError
 
 try:
@@ -32,8 +31,6 @@ NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.ya
 LOCALES_DIR = "locales"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SEGMENT = re.compile(r"\[([^\[\]]*)\]")
-ADVERSARIAL_LEN = 16 * 1024      # the matcher never hands more than this to `regex`
-REGEX_BUDGET_S = 0.25
 
 
 @dataclass
@@ -128,7 +125,7 @@ ISOLATE_VALIDATION = False
 
 def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
     if not hasattr(os, "fork"):
-        return validate_dirs(dirs, builtin=builtin)
+        return validate_dirs(dirs, builtin=builtin, probe_shipped=False)
     import sys
 
     sys.stdout.flush()
@@ -140,7 +137,7 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
         try:
             os.close(r)
             try:
-                payload: Any = ("ok", _ruleset_data(validate_dirs(dirs, builtin=builtin)))
+                payload: Any = ("ok", _ruleset_data(validate_dirs(dirs, builtin=builtin, probe_shipped=False)))
             except RuleLoadError as exc:
                 payload = ("problems", exc.problems)
             with os.fdopen(w, "wb") as fh:
@@ -154,7 +151,7 @@ def _validate_isolated(dirs: list[Path], builtin: bool) -> RuleSet:
         data = fh.read()
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
-        return validate_dirs(dirs, builtin=builtin)    # anything odd in the child: the plain path
+        return validate_dirs(dirs, builtin=builtin, probe_shipped=False)    # anything odd in the child: the plain path
     kind, value = json.loads(data.decode("utf-8", "surrogatepass"))
     if kind == "problems":
         raise RuleLoadError(value)
@@ -194,7 +191,8 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         ruleset = _read_cache(cache / f"rules-{key}.json", key, files, rule_files, dirs)
         if ruleset is not None:
             return ruleset
-    ruleset = _validate_isolated(dirs, builtin) if ISOLATE_VALIDATION else validate_dirs(dirs, builtin=builtin)
+    ruleset = (_validate_isolated(dirs, builtin) if ISOLATE_VALIDATION
+               else validate_dirs(dirs, builtin=builtin, probe_shipped=False))
     if cache is not None and key is not None:
         body = {"format": CACHE_FORMAT, "key": key, "sources": [str(p) for p in files], "data": _ruleset_data(ruleset)}
         cachefile.write(cache / f"rules-{key}.json",
@@ -283,14 +281,17 @@ def load_taxonomy(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in cats.items()}
 
 
-def validate_dirs(dirs: list[Path], *, builtin: bool = True) -> RuleSet:
+def validate_dirs(dirs: list[Path], *, builtin: bool = True, probe_shipped: bool = True) -> RuleSet:
+    """Validate every rule and locale file of `dirs`. `probe_shipped=False` (the triage path on a
+    cache miss) skips the timed regex probes for the shipped rules, which CI runs with them."""
     taxonomy = load_taxonomy(_taxonomy_path([builtin_rules_dir()]))
+    shipped = builtin_rules_dir().resolve() if builtin and not probe_shipped else None
     problems: list[str] = []
     rules: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for d in dirs:
         for path in _rule_files(d):
-            rule, probs = validate_rule_file(path, d, taxonomy)
+            rule, probs = validate_rule_file(path, d, taxonomy, probe=shipped is None or d.resolve() != shipped)
             problems += probs
             if rule is None:
                 continue
@@ -423,10 +424,12 @@ def template_names(template: str) -> tuple[set[str], set[str]]:
     return outside, inside
 
 
-def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tuple[Optional[dict[str, Any]], list[str]]:
+def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str], probe: bool = True
+                       ) -> tuple[Optional[dict[str, Any]], list[str]]:
     from pydantic import ValidationError
 
     from llmtriage.ruleset.model import Rule
+    from llmtriage.ruleset.regexcheck import check_regex, group_names
     from llmtriage.ruleset.yamlpos import YamlSyntaxError, compose, locate, scalar_style
 
     try:
@@ -476,14 +479,14 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str]) -> tupl
             loc = ("match", kind, i, "regex")
             if scalar_style(node, loc) == '"':
                 add(loc, "write regexes as single-quoted YAML scalars: double quotes interpret backslashes")
-            err = check_regex(pat.regex)
+            err = check_regex(pat.regex, probe)
             if err:
                 add(loc, err)
                 continue
             if kind == "any":
-                groups_per_any.append(set(_rx(pat.regex).groupindex))
+                groups_per_any.append(group_names(pat.regex))
             elif kind == "requires":
-                req_groups |= set(_rx(pat.regex).groupindex)
+                req_groups |= group_names(pat.regex)
     if groups_per_any and len(groups_per_any) == len(rule.match.any):
         outside, inside = template_names(rule.message)
         groups_per_any = [g | req_groups for g in groups_per_any]
@@ -547,113 +550,3 @@ def validate_locale_file(path: Path, rules: dict[str, dict[str, Any]]) -> tuple[
     if problems:
         return None, problems
     return over.model_dump(), []
-
-
-# --------------------------------------------------------------------------- regex checks
-
-def _nested_quantifier(pattern: str) -> bool:
-    try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
-        from re._constants import MAXREPEAT  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - Python < 3.11
-        import sre_parse  # type: ignore[no-redef]
-        from sre_constants import MAXREPEAT  # type: ignore[no-redef]
-    try:
-        tree = sre_parse.parse(pattern)
-    except Exception:
-        return False
-
-    def walk(items: Any, under_unbounded: bool) -> bool:
-        for op, av in items:
-            name = str(op)
-            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                lo, hi, sub = av
-                unbounded = hi == MAXREPEAT or hi > 1000
-                if unbounded and under_unbounded:
-                    return True
-                if walk(sub, under_unbounded or unbounded):
-                    return True
-            elif name == "SUBPATTERN":
-                if walk(av[-1], under_unbounded):
-                    return True
-            elif name == "BRANCH":
-                if any(walk(b, under_unbounded) for b in av[1]):
-                    return True
-            elif name in ("ASSERT", "ASSERT_NOT"):
-                if walk(av[1], under_unbounded):
-                    return True
-        return False
-
-    return walk(tree, False)
-
-
-_RX: dict[str, Any] = {}
-
-
-def _rx(pattern: str) -> Any:
-    """`regex.compile(pattern, V0)`, once per pattern per validation (compiling is most of its cost)."""
-    c = _RX.get(pattern)
-    if c is None:
-        import regex as _regex
-
-        c = _RX[pattern] = _regex.compile(pattern, _regex.V0)
-    return c
-
-
-def check_regex(pattern: str) -> Optional[str]:
-    """None if `pattern` is usable by both engines and safe; else the problem in one line."""
-    import regex as _regex
-
-    try:
-        compiled = _rx(pattern)
-    except _regex.error as exc:
-        return f"invalid regex: {exc}"
-    try:
-        import re2
-
-        opts = re2.Options()
-        opts.log_errors = False
-        re2.compile(pattern, opts)
-    except ImportError:
-        pass
-    except Exception as exc:
-        msg = exc.args[0] if exc.args else exc
-        if isinstance(msg, bytes):
-            msg = msg.decode(errors="replace")
-        return f"not in the RE2 subset ({msg}); no look-around, backreferences or possessive quantifiers"
-    if _nested_quantifier(pattern):
-        return "nested unbounded quantifiers (e.g. '(a+)+') can backtrack catastrophically; bound the inner or outer one"
-    why = regexsafety.blowup(pattern)
-    if why:
-        return why
-    for probe in regexsafety.pump_probes(pattern):
-        try:
-            compiled.search(probe, timeout=REGEX_BUDGET_S)
-        except TimeoutError:
-            return (f"can backtrack exponentially: too slow on {probe[:8]!r}... x{len(probe)} (over {REGEX_BUDGET_S}s); "
-                    "make alternatives under a repeat start differently (not '(x|xx)+'), or bound the repeat")
-    if compiled.search(""):
-        return "matches the empty string, so it would hit every line"
-    for probe in _adversarial_inputs():
-        try:
-            compiled.search(probe, timeout=REGEX_BUDGET_S)
-        except TimeoutError:
-            return (f"too slow on adversarial input ({probe[:8]!r}... x{len(probe)}): exceeded "
-                    f"{REGEX_BUDGET_S}s; avoid overlapping unbounded gaps like '.*a.*b'")
-    return None
-
-
-_PROBES: list[str] = []
-
-
-def _adversarial_inputs() -> list[str]:
-    if not _PROBES:
-        n = ADVERSARIAL_LEN
-        _PROBES.extend([
-            "a" * n + "!",
-            " " * n + "x",
-            ("word " * (n // 5))[:n],
-            ("Error: " * (n // 7))[:n],
-            ("0." * (n // 2))[:n],
-        ])
-    return _PROBES
