@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtriage.ruleset.loader import builtin_rules_dir, validate_dirs
+from llmtriage.ruleset.validate import builtin_rules_dir, validate_dirs
 from llmtriage.ruleset.regexcheck import check_regex, group_names
 
 

@@ -8,7 +8,7 @@ from importlib.resources import files
 from typing import Any, Optional
 
 from llmtriage.findings import Finding
-from llmtriage.engine.matcher import render_template
+from llmtriage.templates import render_template
 from llmtriage.detect.metric_detect import PRIORITY, RULE_IDS, Anomaly
 
 _DETECTOR_TEXT: dict[str, Any] = {}

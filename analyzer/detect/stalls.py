@@ -1,16 +1,4 @@
-"""Where a job stalled: thread dumps in one log, and in `job` the rank whose log stopped first.
-
-Thread dumps (`ThreadDumpObserver`, a block observer):
-- faulthandler (`Fatal Python error`, `faulthandler.dump_traceback[_later]`, SIGUSR1 handlers):
-  `Thread 0x00007f... (most recent call first):` / `Current thread 0x... (most recent call first):`
-  then `  File "path", line N in func`;
-- py-spy dump: `Thread 12345 (idle): "MainThread"` (or `Thread 0x7F.. (active+gil): "MainThread"`)
-  then `    func (path:line)`.
-Both list the innermost frame first. The main thread is the one py-spy names MainThread, else the
-one whose outermost frame is `<module>`, else faulthandler's current thread, else the first. Its stuck
-frame is its innermost frame outside the Python standard library (threading's `wait` says nothing);
-`user_frame` is its innermost frame outside site-/dist-packages. Put in `report.extra["thread_dump"]`
-and on the top error finding's captures (`stuck_frame`).
+"""Where a job stalled: in `job`, the rank whose log stopped first.
 
 Job stall (`job_stall`, per-file jobs): each rank's last time-stamped line (read from the file's
 tail) and last logged step; the rank whose log stopped first while another went on for at least
@@ -22,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,105 +18,6 @@ from llmtriage.job.texts import say
 STALL_GAP_S = float(os.environ.get("LLMTRIAGE_STALL_GAP_S", "2"))
 QUIET_GAP_S = float(os.environ.get("LLMTRIAGE_QUIET_GAP_S", "900"))
 TAIL_LINES = 400
-MAX_THREADS = 256
-MAX_FRAMES = 200
-
-_FH_HEAD = re.compile(r"(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
-_FH_FRAME = re.compile(r"^\s*File \"([^\"]+)\", line (\d+) in (\S+)")
-_SPY_HEAD = re.compile(r"Thread (0x[0-9a-fA-F]+|\d+) \(([a-z+]+)\)(?:: \"([^\"]*)\")?")
-_SPY_FRAME = re.compile(r"^\s+(\S+) \(([^()]+):(\d+)\)\s*$")
-_STDLIB = re.compile(r"(?:^|[/\\])(?:lib[/\\]python3?\.?\d*|Lib)[/\\](?!site-packages|dist-packages)|^<frozen")
-_PKG = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
-
-
-def _stdlib(path: str) -> bool:
-    if _STDLIB.search(path) or path.startswith("<"):
-        return True
-    if not path.startswith(("/", "\\")) and ":" not in path[:3]:   # py-spy's short paths: threading.py, multiprocessing/x.py
-        top = re.split(r"[/\\]", path, 1)[0]
-        return top.removesuffix(".py") in sys.stdlib_module_names
-    return False
-
-
-def pick_frame(frames: list[tuple[str, str, int]]) -> tuple[Optional[str], Optional[str]]:
-    """(stuck frame, user frame) of a thread, innermost first: 'func (path:line)'."""
-    stuck = next((f for f in frames if not _stdlib(f[1])), frames[0] if frames else None)
-    user = next((f for f in frames if not _stdlib(f[1]) and not _PKG.search(f[1])), None)
-    fmt = lambda f: f"{f[0]} ({f[1]}:{f[2]})" if f else None   # noqa: E731
-    return fmt(stuck), fmt(user)
-
-
-class ThreadDumpObserver:
-    """Collects the threads of the last thread dump in a log (faulthandler or py-spy)."""
-
-    def __init__(self, engine: Any = None):
-        self.threads: list[dict[str, Any]] = []
-        self.cur: Optional[dict[str, Any]] = None
-        self.dumps = 0
-        self.line = 0
-
-    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
-        if self.cur is None and b"most recent call first" not in view and b"MainThread" not in view \
-                and not (b"Thread " in view and b"(idle)" in view):
-            return
-        for i, raw in enumerate(lines.split(b"\n")):
-            text = raw[:2048].decode("utf-8", "replace").rstrip("\r")
-            self._line(text, line_base + i)
-
-    def _line(self, text: str, ln: int) -> None:
-        m = _FH_HEAD.search(text)
-        s = None if m else _SPY_HEAD.search(text)
-        if s and not (s.group(3) is not None or text.rstrip().endswith(")")):
-            s = None
-        if m or s:
-            if self.cur is None or (self.threads and ln - self.threads[-1]["end"] > 50):
-                if not self.threads or ln - self.threads[-1]["end"] > 50:
-                    self.threads = []          # a new dump: keep only the last one
-                    self.dumps += 1
-                    self.line = ln
-            self._close()
-            if m:
-                self.cur = {"id": m.group(2), "name": "current" if m.group(1) == "Current thread" else None,
-                            "kind": "faulthandler", "frames": [], "end": ln}
-            else:
-                self.cur = {"id": s.group(1), "name": s.group(3), "state": s.group(2), "kind": "py-spy",
-                            "frames": [], "end": ln}
-            return
-        if self.cur is None:
-            return
-        f = _FH_FRAME.match(text) if self.cur["kind"] == "faulthandler" else _SPY_FRAME.match(text)
-        if f:
-            if len(self.cur["frames"]) < MAX_FRAMES:
-                fr = (f.group(3), f.group(1), int(f.group(2))) if self.cur["kind"] == "faulthandler" else \
-                    (f.group(1), f.group(2), int(f.group(3)))
-                self.cur["frames"].append(fr)
-            self.cur["end"] = ln
-        elif self.cur["kind"] == "py-spy" and text.startswith("        "):
-            self.cur["end"] = ln          # --locals lines under a frame
-        elif text.strip() or ln - self.cur["end"] > 1:
-            self._close()
-
-    def _close(self) -> None:
-        if self.cur is not None and self.cur["frames"] and len(self.threads) < MAX_THREADS:
-            self.threads.append(self.cur)
-        self.cur = None
-
-    def finish(self, report: Any, findings: list[Any]) -> None:
-        self._close()
-        if not self.threads:
-            return
-        main = (next((t for t in self.threads if t.get("name") == "MainThread"), None)
-                or next((t for t in self.threads if t["frames"][-1][0] == "<module>"), None)
-                or next((t for t in self.threads if t.get("name") == "current"), None)
-                or self.threads[0])
-        stuck, user = pick_frame(main["frames"])
-        info = {"tool": main["kind"], "line": self.line, "threads": len(self.threads), "main_thread": main["id"],
-                "frame": stuck, "user_frame": user,
-                "stacks": {t["id"]: pick_frame(t["frames"])[0] for t in self.threads[:32]}}
-        report.extra["thread_dump"] = info
-        errs = sorted((f for f in findings if f.severity == "error"), key=lambda f: f.sort_key())
-        if errs and stuck:
-            errs[0].captures.setdefault("stuck_frame", stuck)
 
 
 # ------------------------------------------------------------------------------ job stall
@@ -218,4 +106,4 @@ def job_stall(res: Any, lang: Optional[str] = None) -> Optional[dict[str, Any]]:
     return out
 
 
-__all__ = ["ThreadDumpObserver", "job_stall", "rank_progress", "pick_frame", "STALL_GAP_S"]
+__all__ = ["job_stall", "rank_progress", "STALL_GAP_S"]

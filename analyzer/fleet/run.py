@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from llmtriage.version import __version__
-from llmtriage import load_rules, scan_source
+from llmtriage import get_engine, load_rules, scan_source
 from llmtriage.errors import InputError
 from llmtriage.findings import Finding, Report
 from llmtriage.job.analysis import LOG_SUFFIXES, analyze_job, lines_around, template_of
 from llmtriage.engine.logparse import split_prefix
-from llmtriage.engine.matcher import Engine, default_observers
 from llmtriage.report.render import redact
 
 FIELDS: list[tuple[str, str]] = [       # (name, arrow type) in Parquet column order
@@ -292,7 +291,7 @@ def engine_for(rules_dirs: tuple[str, ...] = (), lang: Optional[str] = None) -> 
     if key not in _ENGINES:
         rs = load_rules(list(rules_dirs))
         h = blake2b(json.dumps(rs.rules, sort_keys=True, default=str).encode(), digest_size=8).hexdigest()
-        _ENGINES[key] = (Engine(rs, lang=lang, observers=default_observers() + [HostScan]), h)
+        _ENGINES[key] = (get_engine(rs, lang=lang, observers=[HostScan]), h)
     return _ENGINES[key]
 
 

@@ -487,10 +487,9 @@ class _RankObserver:
 
 def _interleaved(path: Path, *, lang: Optional[str], rules_dirs: tuple[str, ...]) -> JobResult:
     """One log holding every rank: per-rank summaries come from the findings' rank attribution."""
-    from llmtriage import load_rules, scan_source
-    from llmtriage.engine.matcher import Engine, default_observers
+    from llmtriage import get_engine, load_rules, scan_source
 
-    eng = Engine(load_rules(rules_dirs), lang=lang, observers=default_observers() + [_RankObserver])
+    eng = get_engine(load_rules(rules_dirs), lang=lang, observers=[_RankObserver])
     rep = scan_source(eng, path, name=str(path))
     seen = rep.extra.pop("ranks_seen", [])
     timed_out = set(rep.extra.pop("ranks_timed_out", []))

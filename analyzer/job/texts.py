@@ -4,7 +4,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any, Optional
 
-from llmtriage.engine.matcher import render_template
+from llmtriage.templates import render_template
 
 _TEXTS: dict[str, Any] = {}
 

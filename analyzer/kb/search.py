@@ -160,9 +160,9 @@ class SearchIndex:
     @property
     def engine(self) -> Any:
         if self._engine is None:
-            from llmtriage.engine.matcher import Engine
+            from llmtriage import get_engine
 
-            self._engine = Engine(self.rs)
+            self._engine = get_engine(self.rs)
         return self._engine
 
     # -------------------------------------------------------------- query
@@ -276,7 +276,7 @@ def verified_file() -> Path:
 
         return verified_path()
     except Exception:
-        from llmtriage.ruleset.loader import builtin_rules_dir
+        from llmtriage.ruleset.datafiles import builtin_rules_dir
 
         return builtin_rules_dir() / "verified.json"
 
@@ -363,7 +363,7 @@ def source_path(rule: dict[str, Any]) -> str:
     """The rule file, relative to the rules package when built in (e.g. rules/cuda-oom/x.yaml)."""
     path = Path(rule.get("file", ""))
     try:
-        from llmtriage.ruleset.loader import builtin_rules_dir
+        from llmtriage.ruleset.datafiles import builtin_rules_dir
 
         rel = path.resolve().relative_to(builtin_rules_dir().resolve())
         return str(Path("rules") / rel)
@@ -408,9 +408,9 @@ def rule_page(rs: Any, rule: dict[str, Any], *, lang: Optional[str] = None, engi
     translated = lang is None or rule["id"] in rs.locales.get(lang, {})
     verified = load_verified() if verified is None else verified
     if engine is None:
-        from llmtriage.engine.matcher import Engine
+        from llmtriage import get_engine
 
-        engine = Engine(rs, lang=lang)
+        engine = get_engine(rs, lang=lang)
     ex = rule["examples"]["match"][0] if rule["examples"]["match"] else None
     output, top = example_output(engine, ex["log"], lang) if ex else ("", None)
     fixes = []
@@ -744,7 +744,7 @@ def build_site(rs: Any, out: os.PathLike[str] | str, *, langs: Iterable[str] = (
                verified: Optional[dict[str, Any]] = None) -> list[Path]:
     """Write the static site: OUT/index.html, OUT/category/<cat>.html, OUT/rules/<id>.html, and the
     same under OUT/zh/ for Chinese. Returns the files written."""
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
     root = Path(out)
     langs = tuple(dict.fromkeys(l if l == "zh" else "en" for l in langs))
@@ -762,7 +762,7 @@ def build_site(rs: Any, out: os.PathLike[str] | str, *, langs: Iterable[str] = (
     for lang in langs:
         code_lang = "zh" if lang == "zh" else None
         base = root / _prefix(lang)
-        engine = Engine(rs, lang=code_lang)
+        engine = get_engine(rs, lang=code_lang)
         write(base / "index.html", _html_index(rs, lang, langs, cats))
         for cat in cats:
             write(base / "category" / f"{cat}.html", _html_category(category_page(rs, cat, lang=code_lang), langs))

@@ -186,7 +186,7 @@ def _finding(engine: Any, rule_id: str, severity: Optional[str], message: str, e
                        title=title or message[:90], message=message, line=0, evidence=evidence, role="cause",
                        confidence="medium")
     text = engine.ruleset.text(rule, engine.lang)
-    from llmtriage.engine.matcher import _fix
+    from llmtriage.engine.build import fix_entry as _fix
 
     return Finding(rule_id=rule_id, category=rule["category"], severity=severity or rule["severity"],
                    title=text["title"], message=message, line=0, evidence=evidence, cause=text["explain"]["why"],

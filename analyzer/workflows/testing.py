@@ -80,9 +80,9 @@ def iter_examples(rules: Iterable[dict[str, Any]]) -> Iterable[tuple[dict[str, A
 
 def check_rules(ruleset: Any, rules: Optional[list[dict[str, Any]]] = None) -> tuple[list[ExampleResult], int]:
     """Run every example of `rules` (default: all). Returns (failures, number of examples)."""
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
-    engine = Engine(ruleset)
+    engine = get_engine(ruleset)
     failures = []
     total = 0
     ids = set(ruleset.by_id)
