@@ -13,9 +13,9 @@
 
 Where the Set's DFA cache thrashes (diverse text, nearly every line a different hit), the scan
 answers with the engine's literal Set for a while. The switch is counted, never timed, so one input
-always takes one path: a block (or the part of one located so far) holding at least `thrash_hits`
-hit lines of at least THRASH_PATTERNS distinct patterns leaves the Set for LITERAL_STAY bytes,
-4x longer each further time.
+always takes one path: a block flagging THRASH_FLAGGED distinct patterns, or holding (in the part
+located so far) at least `thrash_hits` hit lines of THRASH_PATTERNS distinct patterns, leaves the Set
+for LITERAL_STAY bytes, 4x longer each further time.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from llmtriage.findings import ExceptionInfo, Finding, Report
 
 THRASH_HITS = 128            # hit lines in one block ...
 THRASH_PATTERNS = 16         # ... of this many distinct patterns: the Set's DFA cache thrashes
+THRASH_FLAGGED = 64          # distinct patterns flagged in one block: it thrashes, leave before locating
 LITERAL_STAY = 1 << 20
 MAX_RANKS = 4096
 RANK_SAMPLES = 2000
@@ -112,6 +113,9 @@ class Scan:
         todo = [pi for pi in flagged or () if eng.any_users[pi] or pi == eng.bare_idx
                 or (eng.doc_users[pi] and pi not in self.doc_hits)]
         on_set = eng.set is not None and self.active is eng.set
+        if on_set and HAVE_RE2 and len(todo) >= min(eng.thrash_hits, THRASH_FLAGGED):
+            self.leave_set()        # a block this diverse thrashes the Set's DFA cache: locate on literals
+            on_set = False
         events: list[tuple[int, int]] = []
         if todo:
             events = self.locate(todo, view) if self.active is not None else self._locate_py(todo, view)
