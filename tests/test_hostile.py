@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmtriage.ruleset import datafiles, loader
+from llmtriage.ruleset import files, loader
 from llmtriage.ruleset.regexcheck import check_regex
 from llmtriage.findings import ExceptionInfo, Finding, Frame, Report
 from llmtriage.report.redact import clip, neutralise, redact
@@ -237,7 +237,7 @@ def test_hostile_rule_files_refused_without_reading(tmp_path: Path, kind: str) -
     p = _evil_rule(tmp_path, kind)
     t = time.perf_counter()
     with pytest.raises(OSError) as err:
-        datafiles.read_rule_text(p)
+        files.read_rule_text(p)
     assert time.perf_counter() - t < 1                           # no hang on a FIFO, no 23 GB read
     assert ("regular file" if kind != "huge" else "too large") in str(err.value)
 

@@ -358,7 +358,7 @@ def rules_test(paths: tuple[str, ...], rules_dirs: tuple[str, ...]) -> None:
 
 
 def _is_builtin_subdir(d: str) -> bool:
-    from llmtriage.ruleset.datafiles import builtin_rules_dir
+    from llmtriage.ruleset.files import builtin_rules_dir
 
     try:
         os.path.relpath(os.path.realpath(d), os.path.realpath(builtin_rules_dir()))
@@ -380,7 +380,7 @@ def _select(rs: Any, paths: tuple[str, ...]) -> list[dict[str, Any]]:
 @click.option("--write", is_flag=True, help="Rewrite rules/schema.json.")
 def rules_schema(check: bool, write: bool) -> None:
     """Print the JSON Schema of a rule file."""
-    from llmtriage.ruleset.datafiles import builtin_rules_dir
+    from llmtriage.ruleset.files import builtin_rules_dir
     from llmtriage.workflows.testing import schema_text
 
     text = schema_text()

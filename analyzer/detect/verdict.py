@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.ruleset.datafiles import builtin_rules_dir, load_data_files
+from llmtriage.ruleset.files import builtin_rules_dir, load_data_files
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.report.redact import clip
 

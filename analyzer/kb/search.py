@@ -276,7 +276,7 @@ def verified_file() -> Path:
 
         return verified_path()
     except Exception:
-        from llmtriage.ruleset.datafiles import builtin_rules_dir
+        from llmtriage.ruleset.files import builtin_rules_dir
 
         return builtin_rules_dir() / "verified.json"
 
@@ -363,7 +363,7 @@ def source_path(rule: dict[str, Any]) -> str:
     """The rule file, relative to the rules package when built in (e.g. rules/cuda-oom/x.yaml)."""
     path = Path(rule.get("file", ""))
     try:
-        from llmtriage.ruleset.datafiles import builtin_rules_dir
+        from llmtriage.ruleset.files import builtin_rules_dir
 
         rel = path.resolve().relative_to(builtin_rules_dir().resolve())
         return str(Path("rules") / rel)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llmtriage.errors import RuleLoadError
-from llmtriage.ruleset.datafiles import compose_data_file
+from llmtriage.ruleset.files import compose_data_file
 
 try:  # pragma: no cover - depends on the install
     import re2 as _re2

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from llmtriage.errors import RuleLoadError
-from llmtriage.ruleset.datafiles import (SECRETS_FILE, VERIFIED_FILE, builtin_rules_dir, load_data_files, load_taxonomy,
+from llmtriage.ruleset.files import (SECRETS_FILE, VERIFIED_FILE, builtin_rules_dir, load_data_files, load_taxonomy,
                                          load_verified, locale_files, read_rule_text, rule_files, taxonomy_path)
 from llmtriage.ruleset.model import LocaleOverlay, Rule
 from llmtriage.ruleset.regexcheck import check_regex, group_names

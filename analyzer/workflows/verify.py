@@ -372,7 +372,7 @@ def verification_for(verified_by: Optional[str], data: Optional[dict] = None) ->
     if not verified_by:
         return None
     data = load_verified() if data is None else data
-    from llmtriage.ruleset.datafiles import best_verification
+    from llmtriage.ruleset.files import best_verification
 
     return best_verification((data.get("fixes") or {}).get(verified_by))
 

@@ -1,4 +1,4 @@
-"""Where the rules live and how the files beside them are read (layer 1).
+"""Where the rules live and how the files beside them are read (layer 1): ruleset/files.py.
 
 The one place that knows the built-in rules' install location (`builtin_rules_dir`) and the data
 files kept beside the rules: the taxonomy, the verdict data, the credential catalogue and the
