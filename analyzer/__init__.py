@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Optional, Union
 
 from llmtriage.errors import EmptyInputError, InputError, LlmtriageError, RuleLoadError
 from llmtriage.findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from llmtriage.engine.matcher import Engine
 
 from llmtriage.version import __version__
-__all__ = ["analyze", "triage", "scan_source", "get_engine", "load_rules", "Report", "Finding", "ExceptionInfo", "Frame", "Engine",
+__all__ = ["analyze", "triage", "scan_source", "get_engine", "default_observers", "load_rules", "Report", "Finding", "ExceptionInfo", "Frame", "Engine",
            "LlmtriageError", "InputError", "RuleLoadError", "reports_to_dict", "__version__"]
 
 Source = Union[str, bytes, os.PathLike, BinaryIO]
@@ -37,18 +37,40 @@ def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache:
     return load_ruleset(tuple(extra_dirs), use_cache=use_cache)
 
 
-def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "auto",
-               disabled: Iterable[str] = ()) -> "Engine":
-    from llmtriage.engine.matcher import Engine
+def default_observers() -> list[Callable[[Any], Any]]:
+    """The block observers every engine made here gets: metric, phase and throughput detectors and
+    thread dumps (`llmtriage.detect.observers.FACTORIES`); the verdict is added after them."""
+    from llmtriage.detect.observers import FACTORIES
 
+    return list(FACTORIES)
+
+
+def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "auto",
+               disabled: Iterable[str] = (), observers: Iterable[Callable[[Any], Any]] = (),
+               **tuning: Any) -> "Engine":
+    """An engine wired with the detectors: `default_observers()`, then `observers`, then the verdict.
+    `rules`: None or a list of extra rule folders (engines cached per process), or a RuleSet.
+    `tuning`: Engine options (set_mem, thrash_hits) for tests and benchmarks."""
     if rules is None or isinstance(rules, (list, tuple)):
         extra = tuple(str(d) for d in (rules or ()))
-        key: tuple = ("dirs", extra, lang, mode, tuple(sorted(disabled)))
+        key: tuple = ("dirs", extra, lang, mode, tuple(sorted(disabled)), tuple(observers), tuple(sorted(tuning.items())))
         eng = _ENGINES.get(key)
         if eng is None:
-            eng = _ENGINES[key] = Engine(load_rules(extra), lang=lang, mode=mode, disabled=frozenset(disabled))
+            eng = _ENGINES[key] = _wired(load_rules(extra), lang, mode, disabled, observers, tuning)
         return eng
-    return Engine(rules, lang=lang, mode=mode, disabled=frozenset(disabled))
+    return _wired(rules, lang, mode, disabled, observers, tuning)
+
+
+def _wired(ruleset: Any, lang: Optional[str], mode: str, disabled: Iterable[str],
+           observers: Iterable[Callable[[Any], Any]], tuning: dict[str, Any]) -> "Engine":
+    from llmtriage.detect.observers import VerdictObserver
+    from llmtriage.engine.matcher import Engine
+    from llmtriage.report import redact
+
+    if getattr(ruleset, "secrets", None):
+        redact.install(ruleset.secrets)      # the credential catalogue every renderer masks with
+    return Engine(ruleset, lang=lang, mode=mode, disabled=frozenset(disabled),
+                  observers=[*default_observers(), *observers, VerdictObserver], **tuning)
 
 
 class _Prepend(io.RawIOBase):

@@ -87,14 +87,14 @@ def main() -> None:
         ENGINE = get_engine()
     if "--differential" in sys.argv:
         from llmtriage import load_rules
-        from llmtriage.engine.matcher import Engine, LiteralSet
+        from llmtriage.engine.re2set import LiteralSet
 
         rules = load_rules()
-        ENGINE = Engine(rules, mode="reference")
-        default, literal = Engine(rules), Engine(rules)
-        literal.set = LiteralSet(literal)              # the thrash fallback answers every block
-        literal._inexact = set(range(len(literal.patterns)))
-        OTHERS.extend([("default", default), ("literal-set", literal), ("python", Engine(rules, mode="python"))])
+        ENGINE = get_engine(rules, mode="reference")
+        default, literal = get_engine(rules), get_engine(rules)
+        literal.set = LiteralSet(literal.patterns, literal.located())     # the thrash fallback answers every block
+        literal.inexact = set(range(len(literal.patterns)))
+        OTHERS.extend([("default", default), ("literal-set", literal), ("python", get_engine(rules, mode="python"))])
     atheris.Setup(argv, _check)
     atheris.Fuzz()
 

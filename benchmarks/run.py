@@ -747,8 +747,8 @@ def main() -> int:
         osize = max(50.0, size / 5)
         f = big if osize >= real_mb else truncate_copy(big, work / f"train-{size:g}mb-s{args.seed}-rules.log", osize)
         warm(f)
-        code = ("import sys,time;from llmtriage import load_rules,scan_source;from llmtriage.engine.matcher import Engine;"
-                "e=Engine(load_rules(),observers=None if sys.argv[1]=='on' else []);"
+        code = ("import sys,time;from llmtriage import get_engine,load_rules,scan_source;from llmtriage.engine.matcher import Engine;"
+                "e=get_engine(load_rules()) if sys.argv[1]=='on' else Engine(load_rules());"
                 "scan_source(e,sys.argv[2].encode()*0+b'x\\n');t=time.perf_counter();scan_source(e,sys.argv[2]);"
                 "print(time.perf_counter()-t)")
         ts: dict[str, list[float]] = {"on": [], "off": []}

@@ -57,9 +57,9 @@ def ruleset():
 
 @pytest.fixture(scope="session")
 def engine(ruleset):
-    from llmtriage.engine.matcher import Engine
+    import llmtriage
 
-    return Engine(ruleset)
+    return llmtriage.get_engine(ruleset)
 
 
 def run_cli(*args: str, input: bytes | None = None, env: dict | None = None, cwd: str | None = None,

@@ -41,9 +41,10 @@ def test_a_cold_rule_cache_is_validated_outside_the_scanning_process(tmp_path):
     assert list((tmp_path / "cache").glob("rules-*.json"))
 
     from llmtriage.ruleset import loader
+    from llmtriage.ruleset.validate import validate_dirs
 
     dirs = [loader.builtin_rules_dir()]
-    a, b = loader._validate_isolated(dirs, True), loader.validate_dirs(dirs, builtin=True)
+    a, b = loader._validate_isolated(dirs, True), validate_dirs(dirs, builtin=True, probe_shipped=False)
     assert (a.rules, a.locales, a.taxonomy, a.verified) == (b.rules, b.locales, b.taxonomy, b.verified)
 
 

@@ -58,16 +58,17 @@ def test_every_rule_is_top_of_a_fixture(engine, ruleset):
 @pytest.mark.parametrize("mode", ["auto", "literal-set", "python", "hyperscan"])
 def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
     """literal-set: the thrash fallback (LiteralSet) answers every block, confirmed line by line."""
-    from llmtriage.engine.matcher import Engine, LiteralSet, _re2
+    from llmtriage import get_engine
+    from llmtriage.engine.re2set import HAVE_RE2, LiteralSet
 
     if mode == "hyperscan":
         pytest.importorskip("hyperscan")
-    if mode == "literal-set" and _re2 is None:
+    if mode == "literal-set" and not HAVE_RE2:
         pytest.skip("google-re2 not installed")
-    fast, ref = Engine(ruleset, mode="auto" if mode == "literal-set" else mode), Engine(ruleset, mode="reference")
+    fast, ref = get_engine(ruleset, mode="auto" if mode == "literal-set" else mode), get_engine(ruleset, mode="reference")
     if mode == "literal-set":
-        fast.set = LiteralSet(fast)
-        fast._inexact = set(range(len(fast.patterns)))
+        fast.set = LiteralSet(fast.patterns, fast.located())
+        fast.inexact = set(range(len(fast.patterns)))
     for path in LOGS:
         a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(fast, path).findings]
         b = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(ref, path).findings]

@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 
 from llmtriage import scan_source
-from llmtriage.ruleset.loader import validate_dirs
-from llmtriage.engine.matcher import Engine, render_template
+from llmtriage.ruleset.validate import validate_dirs
+from llmtriage import get_engine
+from llmtriage.templates import render_template
 
 DATA = Path(__file__).parent / "data"
 
@@ -18,7 +19,7 @@ def small():
 
 
 def scan(rs, text, mode="auto"):
-    return scan_source(Engine(rs, mode=mode), text.encode() if isinstance(text, str) else text)
+    return scan_source(get_engine(rs, mode=mode), text.encode() if isinstance(text, str) else text)
 
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total capacity of "
@@ -77,7 +78,8 @@ def test_crlf_and_gbk(small):
 def test_chinese_wordings_match_in_gbk_logs_as_in_utf8_logs(engine):
     """Rule patterns are UTF-8; a GBK line (Chinese Windows, zh_CN.GBK locales) is re-encoded before
     matching, so `设备上没有空间` or `已杀死` are found in either encoding, on the same lines."""
-    from llmtriage.engine.matcher import Engine, scan_bytes
+    from llmtriage import get_engine
+    from llmtriage.engine.matcher import scan_bytes
 
     text = ("训练开始 step 1\n"
             "OSError: [Errno 28] 设备上没有空间: '/data/ckpt/global_step100/mp_rank_00_model_states.pt'\n"
@@ -139,7 +141,7 @@ def test_captures_missing_on_the_first_hit_come_from_later_hits(small):
 def test_fixes_are_marked_verified_only_from_recorded_runs(small):
     import copy
 
-    from llmtriage.ruleset.loader import RuleSet
+    from llmtriage.ruleset.rules import RuleSet
 
     rules = copy.deepcopy(small.rules)
     rule = next(r for r in rules if r["id"] == "test-cuda-oom")

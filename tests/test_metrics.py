@@ -161,16 +161,16 @@ def test_thresholds_from_env_and_configure():
 
 
 def test_findings_through_the_engine_en_and_zh(ruleset):
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
     text = "".join(f"step={s} loss=10.3716 grad_norm=0.0 lr=2e-4\n" for s in range(10, 200, 10))
-    rep = scan_source(Engine(ruleset), text)
+    rep = scan_source(get_engine(ruleset), text)
     top = rep.findings[0]
     assert (top.rule_id, top.category, top.severity) == ("metric-flat-loss", "no-grad", "error")
     assert "10.37" in top.message and "step 10" in top.message and top.fixes
     assert rep.extra["phase"] == "training" and rep.extra["step"] == 190
     assert rep.extra["metrics"]["records"] == 19
-    zh = scan_source(Engine(ruleset, lang="zh"), text).findings[0]
+    zh = scan_source(get_engine(ruleset, lang="zh"), text).findings[0]
     assert "loss" in zh.message and "纹丝不动" in zh.title
 
 
@@ -213,7 +213,7 @@ def test_big_log_is_sampled_in_bounded_memory(engine):
 
 def test_detector_texts_are_complete():
     """rules/detectors.yaml: every anomaly kind in both languages, same placeholders and fix count."""
-    from llmtriage.ruleset.loader import template_names
+    from llmtriage.templates import template_names
     from llmtriage.detect.metric_detect import RULE_IDS
     from llmtriage.detect.metric_findings import detector_texts
 

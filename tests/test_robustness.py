@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from llmtriage import InputError, scan_source
 from llmtriage.engine.matcher import scan_bytes
+from llmtriage.engine.scan import Scan
 from llmtriage.engine.logparse import (TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
                                 split_prefix)
 
@@ -175,49 +176,52 @@ def _same_detections(a, b):
 
 
 # The Set's DFA cache is capped (RE2_SET_MEM); a cache too small for the input is emptied and refilled
-# (slow, never "no match"), and a scan whose Set throughput collapses leaves the Set for the literal
-# Set for a while, then comes back. Without google-re2, a literal gate picks the patterns to run.
+# (slow, never "no match"), and a scan that finds a block dense with hits of many patterns (counted,
+# never timed) leaves the Set for the literal Set for a while, then comes back. Without google-re2, a literal gate picks the patterns to run.
 # Every configuration must find exactly what the reference finds.
 _FAST = {
     "default": {},
-    "tiny-dfa-cache-never-left": {"set_mem": 4 << 20, "thrash_rate": 0},
-    "leaves-the-set-at-every-check": {"thrash_rate": float("inf")},
+    "tiny-dfa-cache-never-left": {"set_mem": 4 << 20, "thrash_hits": float("inf")},
+    "leaves-the-set-at-every-check": {"thrash_hits": 0},
     "literal-gated-stdlib": {"mode": "python"},
     "hyperscan": {"mode": "hyperscan"},
 }
 
 
 def _fast_engine(ruleset, config):
-    from llmtriage.engine.matcher import Engine, _re2
+    from llmtriage import get_engine
+    from llmtriage.engine.re2set import HAVE_RE2
 
     if config == "hyperscan":
         pytest.importorskip("hyperscan")
-    elif _re2 is None and config != "default":
+    elif not HAVE_RE2 and config != "default":
         pytest.skip("google-re2 not installed")
-    return Engine(ruleset, **{"mode": "auto", **_FAST[config]})
+    return get_engine(ruleset, **{"mode": "auto", **_FAST[config]})
 
 
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path, config):
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
     log = _bench_module().generate_log(tmp_path / "bench.log", 2, seed=11)
-    fast, ref = _fast_engine(ruleset, config), Engine(ruleset, mode="reference")
-    a = scan_source(fast, log)
-    assert bool(fast.leaves) == (config == "leaves-the-set-at-every-check")
+    fast, ref = _fast_engine(ruleset, config), get_engine(ruleset, mode="reference")
+    scan = Scan(fast)
+    with open(log, "rb") as fh:
+        a = scan.run(fh, str(log))
+    assert bool(scan.leaves) == (config == "leaves-the-set-at-every-check")
     assert fast.mode == _FAST[config].get("mode", fast.mode)
     _same_detections(a, scan_source(ref, log))
 
 
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, config):
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
     log = _bench_module().every_line_hit(tmp_path / "hits.log", 2)
     if config == "tiny-dfa-cache-never-left":   # a thrashing cache scans ~50 KB/s: 256 KiB of it will do
         data = log.read_bytes()[:256 << 10]
         log.write_bytes(data[:data.rfind(b"\n") + 1])
-    fast, ref = _fast_engine(ruleset, config), Engine(ruleset, mode="reference")
+    fast, ref = _fast_engine(ruleset, config), get_engine(ruleset, mode="reference")
     a = scan_source(fast, log)
     _same_detections(a, scan_source(ref, log))
     assert len(a.findings) > 30
@@ -227,33 +231,37 @@ def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path,
     """Counted, not timed: with every window judged "thrashing", the scan leaves the Set (dropping it
     and its DFA cache), compiles it afresh when it comes back after LITERAL_STAY bytes, leaves again
     and then stays away 4x longer; findings stay exact."""
-    from llmtriage.engine import matcher
+    from llmtriage import get_engine
+    from llmtriage.engine import re2set
 
-    if matcher._re2 is None:
+    if not re2set.HAVE_RE2:
         pytest.skip("google-re2 not installed")
     log = _bench_module().generate_log(tmp_path / "bench.log", 3, seed=3)
-    eng = matcher.Engine(ruleset, thrash_rate=float("inf"))
+    eng = get_engine(ruleset, thrash_hits=0)
     first = eng.set
+    scan = Scan(eng)
     compiles = []
-    real = matcher._compile_set
-    monkeypatch.setattr(matcher, "_compile_set",
-                        lambda pats, mem: compiles.append((len(pats), eng.leaves)) or real(pats, mem))
-    rep = scan_source(eng, log)
-    # 3 MB: leave after 256 KiB, back after 1 MiB more, leave after 256 KiB, away for 4 MiB (the rest)
-    assert eng.leaves == 2
-    assert eng.set is not first and isinstance(eng._active, matcher.LiteralSet)
+    real = re2set.compile_set
+    monkeypatch.setattr(re2set, "compile_set",
+                        lambda pats, mem: compiles.append((len(pats), scan.leaves)) or real(pats, mem))
+    with open(log, "rb") as fh:
+        rep = scan.run(fh, str(log))
+    # 3 MB: leave in the first block, back after 1 MiB more, leave in that block, away for 4 MiB (the rest)
+    assert scan.leaves == 2
+    assert eng.set is not first and isinstance(scan.active, re2set.LiteralSet)
     assert (len(eng.patterns), 1) in compiles            # the Set was compiled again on the way back
     assert not any(n == len(eng.patterns) and leaves != 1 for n, leaves in compiles)
-    _same_detections(rep, scan_source(matcher.Engine(ruleset, mode="reference"), log))
+    _same_detections(rep, scan_source(get_engine(ruleset, mode="reference"), log))
 
 
 def test_a_rule_set_too_big_for_any_set_budget_takes_the_literal_gated_path(ruleset, monkeypatch):
-    from llmtriage.engine import matcher
+    from llmtriage import get_engine
+    from llmtriage.engine import re2set
 
-    if matcher._re2 is None:
+    if not re2set.HAVE_RE2:
         pytest.skip("google-re2 not installed")
-    monkeypatch.setattr(matcher, "RE2_MAX_MEM", 1 << 16)
-    eng = matcher.Engine(ruleset, set_mem=1 << 14)
+    monkeypatch.setattr(re2set, "RE2_MAX_MEM", 1 << 16)
+    eng = get_engine(ruleset, set_mem=1 << 14)
     assert eng.set is None and eng.mode == "python"
     rep = scan_bytes(eng, b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     assert rep.findings[0].category == "cuda-oom"
@@ -397,15 +405,15 @@ def test_a_requires_pattern_that_hits_every_block_is_located_only_once(ruleset, 
     frequent one (a step-line shape) must not send every block through bisection."""
     import copy
 
-    from llmtriage.ruleset.loader import RuleSet
-    from llmtriage.engine.matcher import Engine
+    from llmtriage.ruleset.rules import RuleSet
+    from llmtriage import get_engine
 
     rules = copy.deepcopy(ruleset.rules)
     rule = next(r for r in rules if r["id"] == "torch-cuda-oom")
     rule["match"]["requires"] = list(rule["match"]["requires"]) + [{"name": "busy", "regex": r"'loss': \d"}]
     rs = RuleSet(rules=rules, locales=ruleset.locales, taxonomy=ruleset.taxonomy, dirs=ruleset.dirs,
                  verified=ruleset.verified)
-    eng = Engine(rs)
+    eng = get_engine(rs)
     if eng.set is None:
         pytest.skip("google-re2 not installed")
 
@@ -436,9 +444,9 @@ def test_the_set_form_of_a_pattern_agrees_with_the_stdlib_bytes_pattern(pattern)
     """Found by the differential fuzzer: an invalid UTF-8 byte inside a `[^\\n]{0,120}` gap hid a
     device-side assert from the RE2 Set (UTF-8 mode). The Set is Latin-1 now, `\\s` takes the
     vertical tab as Python's does, and what still differs is flagged inexact (confirmed per line)."""
-    from llmtriage.engine.matcher import _compile_set, _re2, set_form
+    from llmtriage.engine.re2set import HAVE_RE2, compile_set as _compile_set, set_form
 
-    if _re2 is None:
+    if not HAVE_RE2:
         pytest.skip("google-re2 not installed")
     form, exact = set_form(pattern)
     s, _ = _compile_set([form], 1 << 20)
@@ -449,10 +457,10 @@ def test_the_set_form_of_a_pattern_agrees_with_the_stdlib_bytes_pattern(pattern)
 
 
 def test_an_invalid_byte_inside_a_gap_does_not_hide_a_hit(ruleset):
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
     line = (b"/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1422: indexSelectLargeIndex: block: [311,0\xff\xff,0], "
             b"thread: [32,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n")
-    fast = scan_bytes(Engine(ruleset), line)
+    fast = scan_bytes(get_engine(ruleset), line)
     assert [f.rule_id for f in fast.findings][:1] == ["cuda-device-side-assert-index"]
-    _same_detections(fast, scan_bytes(Engine(ruleset, mode="reference"), line))
+    _same_detections(fast, scan_bytes(get_engine(ruleset, mode="reference"), line))

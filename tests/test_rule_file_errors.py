@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtriage.ruleset.loader import builtin_rules_dir, load_taxonomy, validate_rule_file
+from llmtriage.ruleset.validate import builtin_rules_dir, load_taxonomy, validate_rule_file
 
 BAD = Path(__file__).parent / "data" / "bad_rules"
 CASES = sorted(BAD.glob("*.yaml"))
@@ -28,7 +28,7 @@ def test_all_problems_reported_at_once(tmp_path):
     import shutil
 
     from llmtriage.errors import RuleLoadError
-    from llmtriage.ruleset.loader import validate_dirs
+    from llmtriage.ruleset.validate import validate_dirs
 
     for p in CASES[:3]:
         shutil.copy(p, tmp_path / p.name)

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 import llmtriage
-from llmtriage.ruleset.loader import builtin_rules_dir
+from llmtriage.ruleset.files import builtin_rules_dir
 from llmtriage.workflows.testing import iter_examples, run_example, schema_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import llmtriage
 from llmtriage.job.analysis import analyze_job
-from llmtriage.detect.stalls import pick_frame
+from llmtriage.detect.threaddump import pick_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 FR = ROOT / "fixtures" / "jobs" / "fr"

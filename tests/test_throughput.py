@@ -119,17 +119,17 @@ def test_vllm_slow_decode_interrupted_with_eager_mode():
 
 
 def test_finding_through_the_engine_en_and_zh(ruleset):
-    from llmtriage.engine.matcher import Engine
+    from llmtriage import get_engine
 
     text = _megatron(lambda i: 1400.0 if i < 600 else 3600.0)
     text += "slurmstepd: error: *** JOB 81234 ON node-3 CANCELLED AT 2024-08-01T06:00:12 DUE TO TIME LIMIT ***\n"
-    rep = scan_source(Engine(ruleset), text)
+    rep = scan_source(get_engine(ruleset), text)
     top = rep.findings[0]
     assert (top.rule_id, top.category, top.severity) == ("metric-throughput-low", "throughput-low", "error")
     assert "1.4s to 3.6s" in top.message and "TIME LIMIT" in top.message
     titles = [f["title"] for f in top.fixes]
     assert "Find what grows over time" in titles and "Feed the GPUs faster" not in titles   # conditional fixes
-    zh = scan_source(Engine(ruleset, lang="zh"), text).findings[0]
+    zh = scan_source(get_engine(ruleset, lang="zh"), text).findings[0]
     assert "单步耗时" in zh.message and len(zh.fixes) == len(top.fixes)
 
 

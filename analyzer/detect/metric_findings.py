@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from llmtriage.findings import Finding
-from llmtriage.engine.matcher import render_template
+from llmtriage.templates import render_template
 from llmtriage.detect.metric_detect import PRIORITY, RULE_IDS, Anomaly
 from llmtriage.ruleset.loader import builtin_rules_dir
 

@@ -1,14 +1,19 @@
-"""Block observers run by the matcher (see `Engine(observers=...)`): metric detectors, phase and step.
+"""Block observers the API gives the engine (`llmtriage.get_engine`): metric detectors, phase and
+step, thread dumps, and the verdict.
 
-Each factory takes the Engine and returns an object with `feed(lines, view, line_base)` (once per
-~64 KiB block) and `finish(report, findings)`.
+Each factory takes the Scan (engine/scan.py: `lang`, `ruleset`, `exceptions`) and returns an object
+with `feed(lines, view, line_base)` (once per ~64 KiB block) and `finish(report, findings)`; the
+verdict's `finish` returns the judged findings, which replace the list (it runs last).
 
 Importing this module costs nothing measurable: `metrics`, `throughput` and `phase` are imported when
 the first observer is made, and their patterns are compiled on the first block they see.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
+
+from llmtriage.detect.verdict import Scanner, judge
+from llmtriage.ruleset.datafiles import use_data
 
 
 class TrainingObserver:
@@ -56,9 +61,25 @@ class TrainingObserver:
 
 def thread_dumps(engine: Any = None) -> Any:
     """faulthandler / py-spy thread dumps: the frame the main thread was stuck in (analyzer/stalls.py)."""
-    from llmtriage.detect.stalls import ThreadDumpObserver
+    from llmtriage.detect.threaddump import ThreadDumpObserver
 
     return ThreadDumpObserver(engine)
 
 
+class VerdictObserver:
+    """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
+    survived signatures, the unknown finding, ranking and actions."""
+
+    def __init__(self, scan: Any):
+        self.scan = scan
+        use_data(getattr(scan.ruleset, "data", None) or {})
+        self.scanner = Scanner()
+        self.feed = self.scanner.feed
+
+    def finish(self, report: Any, findings: list[Any]) -> Optional[list[Any]]:
+        scan = self.scan
+        return judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id)
+
+
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps]
+"""Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""

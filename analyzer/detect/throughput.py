@@ -22,6 +22,7 @@ when most snapshots taken during training show the GPUs idle (the job makes almo
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import deque
 from typing import Any, Optional
 
@@ -345,9 +346,13 @@ class ThroughputTracker:
         if len(xs) < 4 * th.periodic_min:
             return None
         med = _median(xs)
-        saves = self.saves
-        long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med
-                and not any(0 <= ln - s <= 4 for s in saves)]
+        saves = sorted(self.saves)
+
+        def after_save(ln: int) -> bool:       # a save at most 4 lines before `ln`
+            i = bisect_left(saves, ln - 4)
+            return i < len(saves) and saves[i] <= ln
+
+        long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med and not after_save(ln)]
         if len(long) < th.periodic_min or len(long) * 4 > len(xs):
             return None
         gaps = [b - a for a, b in zip(long, long[1:])]

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import hyperscan
 
+from llmtriage.engine.re2set import compile_set
 from llmtriage.ruleset import cachefile
 from llmtriage.ruleset.cachefile import blake2b
 
@@ -34,9 +35,7 @@ class HyperscanSet:
         self._left: Any = None
         self._left_ids = leftover
         if leftover:
-            from llmtriage.engine.matcher import _compile_set
-
-            self._left, _ = _compile_set([patterns[i] for i in leftover], re2_mem)
+            self._left, _ = compile_set([patterns[i] for i in leftover], re2_mem)
             if self._left is None:
                 raise RuntimeError("patterns fit neither Hyperscan nor an RE2 Set")
         self._hits: list[int] = []

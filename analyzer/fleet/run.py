@@ -24,18 +24,20 @@ from datetime import datetime
 from functools import partial
 from hashlib import blake2b
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from llmtriage.version import __version__
-from llmtriage import load_rules, scan_source
+from llmtriage import get_engine, load_rules, scan_source
 from llmtriage.errors import InputError
 from llmtriage.findings import Finding, Report
 from llmtriage.engine.logwindow import lines_around
 from llmtriage.job.analysis import analyze_job
+
+if TYPE_CHECKING:
+    from llmtriage.engine.matcher import Engine
 from llmtriage.job.diff import template_of
 from llmtriage.job.inputs import LOG_SUFFIXES
 from llmtriage.engine.logparse import split_prefix
-from llmtriage.engine.matcher import Engine, default_observers
 from llmtriage.report.render import redact
 from llmtriage.ruleset.loader import builtin_rules_dir
 
@@ -285,7 +287,7 @@ def node_of(top: Optional[Finding], hosts: Optional[dict[str, Any]], local_path:
 
 # ------------------------------------------------------------------------------ one item
 
-_ENGINES: dict[tuple, tuple[Engine, str]] = {}
+_ENGINES: dict[tuple, tuple["Engine", str]] = {}
 
 
 def engine_for(rules_dirs: tuple[str, ...] = (), lang: Optional[str] = None) -> tuple[Engine, str]:
@@ -294,7 +296,7 @@ def engine_for(rules_dirs: tuple[str, ...] = (), lang: Optional[str] = None) -> 
     if key not in _ENGINES:
         rs = load_rules(list(rules_dirs))
         h = blake2b(json.dumps(rs.rules, sort_keys=True, default=str).encode(), digest_size=8).hexdigest()
-        _ENGINES[key] = (Engine(rs, lang=lang, observers=default_observers() + [HostScan]), h)
+        _ENGINES[key] = (get_engine(rs, lang=lang, observers=[HostScan]), h)
     return _ENGINES[key]
 
 

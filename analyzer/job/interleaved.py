@@ -6,10 +6,9 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from llmtriage import load_rules, scan_source
+from llmtriage import get_engine, load_rules, scan_source
 from llmtriage.engine.logparse import split_prefix
 from llmtriage.engine.logwindow import lines_around, time_at
-from llmtriage.engine.matcher import Engine, default_observers
 from llmtriage.findings import Finding, Report
 from llmtriage.job.cascade import cascade_sentence, silent_text
 from llmtriage.job.model import JobResult, RankInfo
@@ -79,7 +78,7 @@ def failing_ranks(path: Path, top: Finding, total_lines: int) -> tuple[Optional[
 
 def analyze_interleaved(path: Path, *, lang: Optional[str], rules_dirs: tuple[str, ...]) -> JobResult:
     """One log holding every rank: per-rank summaries come from the findings' rank attribution."""
-    eng = Engine(load_rules(rules_dirs), lang=lang, observers=default_observers() + [RankObserver])
+    eng = get_engine(load_rules(rules_dirs), lang=lang, observers=[RankObserver])
     rep = scan_source(eng, path, name=str(path))
     seen = rep.extra.pop("ranks_seen", [])
     timed_out = set(rep.extra.pop("ranks_timed_out", []))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from llmtriage.engine.matcher import render_template
-from llmtriage.ruleset.loader import builtin_rules_dir
+from llmtriage.ruleset.files import builtin_rules_dir
+from llmtriage.templates import render_template
 
 _TEXTS: dict[str, Any] = {}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llmtriage.detect.verdict import next_line, rule_action
-from llmtriage.engine.matcher import Engine
+from llmtriage import get_engine
 from llmtriage.kb.words import KbWords, load_kb_words
 from llmtriage.report.redact import redact
 from llmtriage.report.render import render_human
@@ -75,7 +75,7 @@ def rule_page(rs: Any, rule: dict[str, Any], *, lang: Optional[str] = None, engi
     translated = lang is None or rule["id"] in rs.locales.get(lang, {})
     verified = rs.verified if verified is None else verified
     if engine is None:
-        engine = Engine(rs, lang=lang)
+        engine = get_engine(rs, lang=lang)
     ex = rule["examples"]["match"][0] if rule["examples"]["match"] else None
     output, top = example_output(engine, ex["log"], lang) if ex else ("", None)
     fixes = []

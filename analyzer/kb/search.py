@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from llmtriage.engine.matcher import Engine
+from llmtriage import get_engine
 from llmtriage.kb.tokens import has_cjk, stem, tokens
 from llmtriage.kb.words import KbWords, load_kb_words
 
@@ -107,7 +107,7 @@ class SearchIndex:
     @property
     def engine(self) -> Any:
         if self._engine is None:
-            self._engine = Engine(self.rs)
+            self._engine = get_engine(self.rs)
         return self._engine
 
     # -------------------------------------------------------------- query

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from llmtriage.engine.matcher import Engine
+from llmtriage import get_engine
 from llmtriage.kb.pages import category_page, rule_page, verification_text
 from llmtriage.kb.words import load_kb_words
 
@@ -207,7 +207,7 @@ def build_site(rs: Any, out: os.PathLike[str] | str, *, langs: Iterable[str] = (
     for lang in langs:
         code_lang = "zh" if lang == "zh" else None
         base = root / _prefix(lang)
-        engine = Engine(rs, lang=code_lang)
+        engine = get_engine(rs, lang=code_lang)
         write(base / "index.html", _html_index(rs, lang, langs, cats))
         for cat in cats:
             write(base / "category" / f"{cat}.html", _html_category(category_page(rs, cat, lang=code_lang), langs))

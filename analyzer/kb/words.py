@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from llmtriage.ruleset.loader import builtin_rules_dir, cache_dir
+from llmtriage.ruleset.files import builtin_rules_dir
+from llmtriage.ruleset.loader import cache_dir
 
 KB_FILE = "kb.yaml"
 _FORMAT = 2

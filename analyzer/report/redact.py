@@ -185,24 +185,3 @@ class SafeWriter:
 
 def catalogue_ids() -> list[str]:
     return [e.id for e in _catalogue()]
-
-
-def check_entry(spec: Any) -> Optional[str]:
-    """None if `spec` is a valid catalogue entry, else the problem (used by the loader)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("id"), str) or not isinstance(spec.get("regex"), str):
-        return "each entry needs an 'id' and a 'regex' (strings)"
-    extra = set(spec) - {"id", "regex", "keywords", "partial", "keep"}
-    if extra:
-        return f"unknown keys {sorted(extra)}"
-    kw = spec.get("keywords", [])
-    if not isinstance(kw, list) or not all(isinstance(k, str) and k == k.lower() for k in kw):
-        return "keywords must be a list of lower-case strings"
-    try:
-        re.compile(spec["regex"])
-        if _re2 is not None:
-            opts = _re2.Options()
-            opts.log_errors = False
-            _re2.compile(spec["regex"], opts)
-    except Exception as exc:  # noqa: BLE001 - any compile error is the entry's problem
-        return f"regex does not compile in re and RE2: {exc}"
-    return None

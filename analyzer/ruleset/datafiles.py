@@ -1,4 +1,4 @@
-"""The data files beside the rules (`loader.DATA_FILES`: verdict, actions, report words), one copy
+"""The data files beside the rules (`files.DATA_FILES`: verdict, actions, report words), one copy
 per process (layer 1).
 
 The rule cache carries them parsed (`RuleSet.data`) and the engine hands them over with `use_data`,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmtriage.ruleset.loader import builtin_rules_dir, load_data_files
+from llmtriage.ruleset.files import builtin_rules_dir, load_data_files
 
 _DATA: dict[str, Any] = {}
 
@@ -21,7 +21,7 @@ def use_data(data: dict[str, Any]) -> None:
 
 
 def data_file(name: str) -> Any:
-    """The parsed data file `name` (one of `loader.DATA_FILES`)."""
+    """The parsed data file `name` (one of `files.DATA_FILES`)."""
     if name not in _DATA:
         _DATA[name] = load_data_files(builtin_rules_dir())[name]
     return _DATA[name]

@@ -30,7 +30,9 @@ _CATS = {
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 
 
-def _parse(pattern: str) -> Optional[Any]:
+def parse(pattern: str) -> Optional[Any]:
+    """The stdlib parse tree of `pattern` (None if it does not parse): parse once, pass it to
+    `blowup`, `pump_probes`, `risky` and `nested_quantifier`."""
     try:
         return _sre.parse(pattern)
     except Exception:  # noqa: BLE001 - an invalid pattern is reported elsewhere
@@ -109,9 +111,9 @@ def _first(items: Any, icase: bool) -> tuple[frozenset[int], bool]:
     return frozenset(out), True
 
 
-def blowup(pattern: str) -> Optional[str]:
+def blowup(pattern: str, tree: Any = None) -> Optional[str]:
     """Why `pattern` can backtrack exponentially (for `rules validate`), or None."""
-    tree = _parse(pattern)
+    tree = parse(pattern) if tree is None else tree
     if tree is None:
         return None
     icase = bool(tree.state.flags & re.IGNORECASE)
@@ -150,11 +152,11 @@ def blowup(pattern: str) -> Optional[str]:
             "or bound the repeat")
 
 
-def pump_probes(pattern: str, reps: int = 30) -> list[str]:
+def pump_probes(pattern: str, reps: int = 30, tree: Any = None) -> list[str]:
     """Inputs that pump each literal piece of `pattern` and then fail: a character or a literal run
     repeated `reps` times, then a control character no rule expects. `(x|xx)+y` takes about 1.6^n
     steps on n x's in a backtracking engine; these find such blow-ups whatever the alphabet."""
-    tree = _parse(pattern)
+    tree = parse(pattern) if tree is None else tree
     if tree is None:
         return []
     pieces: set[str] = set()
@@ -194,6 +196,33 @@ def pump_probes(pattern: str, reps: int = 30) -> list[str]:
     return [(p * reps)[:2000] + "\x01" for p in sorted(pieces)[:64] if p]
 
 
+def nested_quantifier(tree: Any) -> bool:
+    """An unbounded repeat inside another (`(a+)+`), in a tree from `parse`."""
+
+    def walk(items: Any, under_unbounded: bool) -> bool:
+        for op, av in items:
+            name = str(op)
+            if name in _REPEATS:
+                lo, hi, sub = av
+                unbounded = hi == MAXREPEAT or hi > 1000
+                if unbounded and under_unbounded:
+                    return True
+                if walk(sub, under_unbounded or unbounded):
+                    return True
+            elif name == "SUBPATTERN":
+                if walk(av[-1], under_unbounded):
+                    return True
+            elif name == "BRANCH":
+                if any(walk(b, under_unbounded) for b in av[1]):
+                    return True
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                if walk(av[1], under_unbounded):
+                    return True
+        return False
+
+    return tree is not None and walk(tree, False)
+
+
 def _unwrap(items: Any) -> Any:
     """The top-level items of a repeat body, looking through plain groups."""
     items = list(items)
@@ -202,9 +231,9 @@ def _unwrap(items: Any) -> Any:
     return items
 
 
-def risky(pattern: str) -> bool:
+def risky(pattern: str, tree: Any = None) -> bool:
     """True if a backtracking engine may need super-linear time for `pattern` on some line."""
-    tree = _parse(pattern)
+    tree = parse(pattern) if tree is None else tree
     if tree is None:
         return True
 

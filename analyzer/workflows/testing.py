@@ -81,7 +81,9 @@ def iter_examples(rules: Iterable[dict[str, Any]]) -> Iterable[tuple[dict[str, A
 
 def check_rules(ruleset: Any, rules: Optional[list[dict[str, Any]]] = None) -> tuple[list[ExampleResult], int]:
     """Run every example of `rules` (default: all). Returns (failures, number of examples)."""
-    engine = Engine(ruleset)
+    from llmtriage import get_engine
+
+    engine = get_engine(ruleset)
     failures = []
     total = 0
     ids = set(ruleset.by_id)

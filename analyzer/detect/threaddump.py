@@ -1,4 +1,4 @@
-"""Where a process stalled: the thread dumps in one log.
+"""Where the main thread was stuck: the last thread dump in a log (a block observer).
 
 Thread dumps (`ThreadDumpObserver`, a block observer):
 - faulthandler (`Fatal Python error`, `faulthandler.dump_traceback[_later]`, SIGUSR1 handlers):
@@ -11,8 +11,6 @@ one whose outermost frame is `<module>`, else faulthandler's current thread, els
 frame is its innermost frame outside the Python standard library (threading's `wait` says nothing);
 `user_frame` is its innermost frame outside site-/dist-packages. Put in `report.extra["thread_dump"]`
 and on the top error finding's captures (`stuck_frame`).
-
-The job stall (the rank whose log stopped first) is `llmtriage.job.stall`.
 """
 from __future__ import annotations
 
@@ -119,6 +117,3 @@ class ThreadDumpObserver:
         errs = sorted((f for f in findings if f.severity == "error"), key=lambda f: f.sort_key())
         if errs and stuck:
             errs[0].captures.setdefault("stuck_frame", stuck)
-
-
-__all__ = ["ThreadDumpObserver", "pick_frame"]

@@ -1,0 +1,102 @@
+"""Findings from a scan's per-rule state (layer 2): captures, message and fixes in the scan's language.
+
+The first hit of a rule is confirmed on its line with a time-bounded pattern to take the captures; a
+few later hits and the lines of required patterns fill placeholders the first hit lacks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from llmtriage.engine.logparse import decode_line, normalise_text, split_prefix
+from llmtriage.findings import Finding
+from llmtriage.report.redact import clip
+from llmtriage.ruleset.verified import best_run
+from llmtriage.ruleset.regexsafety import bounded_compile
+from llmtriage.templates import PLACEHOLDER, render_template
+
+_PY_CACHE: dict[str, Any] = {}
+
+
+def text_pattern(pattern: str) -> Any:
+    """`pattern` on text for captures: stdlib `re` when it cannot backtrack badly, else `regex`
+    under a timeout (a timeout reads as no match); `regex` is imported only for such patterns."""
+    c = _PY_CACHE.get(pattern)
+    if c is None:
+        c = _PY_CACHE[pattern] = bounded_compile(pattern)
+    return c
+
+
+def fix_entry(f: dict[str, Any]) -> dict[str, Any]:
+    """A rule's fix as a finding carries it (title, detail, and snippet/when/verified_by when set)."""
+    out = {"title": f["title"], "detail": f["detail"]}
+    for k in ("snippet", "when", "verified_by"):
+        if f.get(k):
+            out[k] = f[k]
+    return out
+
+
+def _captures(rule: dict[str, Any], text: str) -> dict[str, str]:
+    for p in rule["match"]["any"]:
+        m = text_pattern(p["regex"]).search(text)      # time-bounded (see regexsafety.bounded_compile)
+        if m:
+            return {k: v for k, v in m.groupdict().items() if v is not None}
+    return {}
+
+
+def _seg_text(seg: bytes) -> str:
+    return split_prefix(normalise_text(decode_line(seg)[0])).text
+
+
+def findings(scan: Any) -> list[Finding]:
+    """One finding per rule whose state `scan` holds and whose requires/unless patterns agree."""
+    eng = scan.engine
+    out = []
+    for ri, st in scan.states.items():
+        if any(pi not in scan.doc_hits for pi in eng.rule_req[ri]):
+            continue
+        if any(pi in scan.doc_hits for pi in eng.rule_unless[ri]):
+            continue
+        rule = eng.rules[ri]
+        raw_text, enc = decode_line(st.first_seg)
+        scan.encodings.add(enc)
+        pre = split_prefix(normalise_text(raw_text))
+        caps = _captures(rule, pre.text)
+        wanted = set(PLACEHOLDER.findall(rule["message"]))
+        for seg in st.more_segs:
+            if wanted <= set(caps):
+                break
+            for k, v in _captures(rule, _seg_text(seg)).items():
+                caps.setdefault(k, v)
+        for pi in eng.rule_req[ri]:       # numbers printed on a required line (e.g. "72 > 32")
+            if wanted <= set(caps):
+                break
+            seg = scan.doc_seg.get(pi)
+            if seg is not None:
+                m = text_pattern(eng.patterns[pi]).search(_seg_text(seg))
+                if m:
+                    for k, v in m.groupdict().items():
+                        if v is not None:
+                            caps.setdefault(k, v)
+        text = eng.ruleset.text(rule, scan.lang)
+        rank = pre.rank
+        if rank is None and caps.get("rank", "").isdigit():
+            rank = int(caps["rank"])
+        out.append(Finding(
+            rule_id=rule["id"], category=rule["category"], severity=rule["severity"], title=text["title"],
+            message=render_template(text["message"], caps), line=st.first_line, evidence=clip(pre.text.strip(), 2000),
+            rank=rank, count=st.count, captures=caps, cause=text["explain"]["why"],
+            explanation=text["explain"]["what"], fixes=[_fix(eng.ruleset, f) for f in text["fixes"]], role=rule["role"],
+            confidence=rule["confidence"], priority=rule["priority"], last_line=st.last_line,
+            ranks=sorted(st.ranks), references=list(rule["references"]),
+        ))
+    return out
+
+
+def _fix(ruleset: Any, f: dict[str, Any]) -> dict[str, Any]:
+    out = fix_entry(f)
+    if f.get("verified_by"):
+        rec = best_run(getattr(ruleset, "verified", {}).get(f["verified_by"]))
+        out["verified"] = bool(rec and rec.get("verified") is True)
+        if rec:
+            out["verification"] = {k: rec.get(k) for k in ("device", "torch", "transformers", "date")}
+    return out
