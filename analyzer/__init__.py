@@ -19,7 +19,7 @@ from llmtriage.errors import EmptyInputError, InputError, LlmtriageError, RuleLo
 from llmtriage.findings import ExceptionInfo, Finding, Frame, Report, reports_to_dict
 
 if TYPE_CHECKING:
-    from llmtriage.engine.matcher import Engine
+    from llmtriage.engine.matcher import Engine   # deferred: the engine loads with the first scan
 
 from llmtriage.version import __version__
 __all__ = ["analyze", "triage", "scan_source", "get_engine", "default_observers", "load_rules", "Report", "Finding", "ExceptionInfo", "Frame", "Engine",
@@ -32,7 +32,7 @@ _SNIFF = 8192
 
 def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache: bool = True):
     """The built-in rules plus `extra_dirs`, validated (raises RuleLoadError listing every problem)."""
-    from llmtriage.ruleset.loader import load_ruleset
+    from llmtriage.ruleset.loader import load_ruleset   # deferred: `import llmtriage` stays light (pre-commit start-up)
 
     return load_ruleset(tuple(extra_dirs), use_cache=use_cache)
 
@@ -40,7 +40,7 @@ def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache:
 def default_observers() -> list[Callable[[Any], Any]]:
     """The block observers every engine made here gets: metric, phase and throughput detectors and
     thread dumps (`llmtriage.detect.observers.FACTORIES`); the verdict is added after them."""
-    from llmtriage.detect.observers import FACTORIES
+    from llmtriage.detect.observers import FACTORIES   # deferred: the detectors load with the first engine
 
     return list(FACTORIES)
 
@@ -63,9 +63,9 @@ def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "au
 
 def _wired(ruleset: Any, lang: Optional[str], mode: str, disabled: Iterable[str],
            observers: Iterable[Callable[[Any], Any]], tuning: dict[str, Any]) -> "Engine":
-    from llmtriage.detect.observers import VerdictObserver
-    from llmtriage.engine.matcher import Engine
-    from llmtriage.report import redact
+    from llmtriage.detect.observers import VerdictObserver   # deferred: as above
+    from llmtriage.engine.matcher import Engine   # deferred: the engine loads with the first scan
+    from llmtriage.engine import redact   # deferred: as above
 
     if getattr(ruleset, "secrets", None):
         redact.install(ruleset.secrets)      # the credential catalogue every renderer masks with
@@ -176,7 +176,7 @@ class _Transcode(io.RawIOBase):
     """A binary stream of UTF-8 decoded incrementally from `fh` in a wide encoding."""
 
     def __init__(self, fh: Any, encoding: str):
-        import codecs
+        import codecs   # deferred: only for UTF-16/32 input
 
         self._fh = fh
         self._dec = codecs.getincrementaldecoder(encoding)(errors="replace")
@@ -277,7 +277,7 @@ triage = analyze
 
 def __getattr__(name: str) -> Any:
     if name == "Engine":
-        from llmtriage.engine.matcher import Engine
+        from llmtriage.engine.matcher import Engine   # deferred: the engine loads with the first scan
 
         return Engine
     raise AttributeError(name)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from llmtriage.ruleset import loader
 from llmtriage.findings import ExceptionInfo, Finding, Frame, Report
-from llmtriage.report.redact import clip, neutralise, redact
+from llmtriage.engine.redact import clip, neutralise, redact
 from llmtriage.report.render import get_renderer
 
 
@@ -54,6 +54,7 @@ def test_cache_is_json_private_and_never_pickle(tmp_path: Path) -> None:
     assert json.loads(body)["data"]["rules"]                    # plain JSON data
 
 
+@pytest.mark.slow   # rebuilds the rule cache several times: ~30 s
 def test_planted_or_tampered_cache_is_refused_and_rebuilt(tmp_path: Path) -> None:
     cache = tmp_path / "c"
     assert _warm(tmp_path, cache).returncode == 1

@@ -199,6 +199,7 @@ def _fast_engine(ruleset, config):
     return get_engine(ruleset, **{"mode": "auto", **_FAST[config]})
 
 
+@pytest.mark.slow   # the reference engine over a generated log: 15-30 s each
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_path, config):
     from llmtriage import get_engine
@@ -213,6 +214,7 @@ def test_fast_path_equals_reference_on_a_generated_benchmark_log(ruleset, tmp_pa
     _same_detections(a, scan_source(ref, log))
 
 
+@pytest.mark.slow   # the reference engine over a generated log: 15-30 s each
 @pytest.mark.parametrize("config", list(_FAST))
 def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, config):
     from llmtriage import get_engine
@@ -227,6 +229,7 @@ def test_fast_path_equals_reference_when_every_line_is_a_hit(ruleset, tmp_path, 
     assert len(a.findings) > 30
 
 
+@pytest.mark.slow   # the reference engine over a generated log: 15-30 s each
 def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path, monkeypatch):
     """Counted, not timed: with every window judged "thrashing", the scan leaves the Set (dropping it
     and its DFA cache), compiles it afresh when it comes back after LITERAL_STAY bytes, leaves again

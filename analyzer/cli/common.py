@@ -11,7 +11,7 @@ import click
 
 from llmtriage.cli.config import SEVERITIES, load_settings
 from llmtriage.findings import Report
-from llmtriage.report.redact import SafeWriter, safe_data
+from llmtriage.engine.redact import SafeWriter, safe_data
 from llmtriage.report.render import get_renderer
 from llmtriage.report.style import terminal_width
 

@@ -20,6 +20,7 @@ Unknown keys and bad values raise ConfigError naming the file and the key.
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import fields
@@ -111,8 +112,6 @@ _KV = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=\s*(.*)$")
 def _mini_toml(text: str, p: Path) -> dict[str, Any]:
     """Reads only the `[tool.llmtriage]` table (strings, booleans, numbers, arrays of strings), for
     Python 3.10 without tomli. Other tables are skipped unparsed."""
-    import ast
-
     result: dict[str, Any] = {}
     table: Optional[dict[str, Any]] = None
     pending = ""

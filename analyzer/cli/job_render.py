@@ -5,7 +5,7 @@ from typing import Any, Optional, TextIO
 
 from llmtriage.job.cascade import who as who_failed
 from llmtriage.job.texts import say
-from llmtriage.report.redact import redact
+from llmtriage.engine.redact import redact
 from llmtriage.report.style import SEV, Style, cut, text_width, wrap
 
 STATUS_COLOR = {"cause": "red", "cascade": "yellow", "warning": "blue", "ok": "green"}

@@ -18,7 +18,7 @@ from llmtriage.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from llmtriage.findings import reports_to_dict
 from llmtriage.job.texts import say
 from llmtriage.report.baseline import make_baseline
-from llmtriage.report.redact import SafeWriter, redact, safe_data
+from llmtriage.engine.redact import SafeWriter, redact, safe_data
 from llmtriage.report.render import get_renderer
 from llmtriage.report.style import SEV, Style, cut, terminal_width, wrap
 from llmtriage.workflows.envdoctor import env_report, render_env_human

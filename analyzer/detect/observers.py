@@ -21,9 +21,9 @@ class TrainingObserver:
     pass, shared state)."""
 
     def __init__(self, engine: Any = None):
-        from llmtriage.detect.metrics import MetricTracker
-        from llmtriage.detect.phase import PhaseTracker
-        from llmtriage.detect.throughput import ThroughputTracker
+        from llmtriage.detect.metrics import MetricTracker   # deferred: each detector loads when a scan first asks for it
+        from llmtriage.detect.phase import PhaseTracker   # deferred: as above
+        from llmtriage.detect.throughput import ThroughputTracker   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -40,8 +40,8 @@ class TrainingObserver:
         self.throughput.feed(lines, view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
-        from llmtriage.detect.metric_detect import detect
-        from llmtriage.detect.metric_findings import to_findings
+        from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
+        from llmtriage.detect.metric_findings import to_findings   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -61,7 +61,7 @@ class TrainingObserver:
 
 def thread_dumps(engine: Any = None) -> Any:
     """faulthandler / py-spy thread dumps: the frame the main thread was stuck in (analyzer/stalls.py)."""
-    from llmtriage.detect.threaddump import ThreadDumpObserver
+    from llmtriage.detect.threaddump import ThreadDumpObserver   # deferred: each detector loads when a scan first asks for it
 
     return ThreadDumpObserver(engine)
 

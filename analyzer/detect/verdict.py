@@ -29,7 +29,7 @@ from typing import Any, Optional
 from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.ruleset.datafiles import data_file
 from llmtriage.engine.logparse import BENIGN_EXC
-from llmtriage.report.redact import clip
+from llmtriage.engine.redact import clip
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2

@@ -9,7 +9,7 @@ from typing import Any
 
 from llmtriage.engine.logparse import decode_line, normalise_text, split_prefix
 from llmtriage.findings import Finding
-from llmtriage.report.redact import clip
+from llmtriage.engine.redact import clip
 from llmtriage.ruleset.verified import best_run
 from llmtriage.ruleset.regexsafety import bounded_compile
 from llmtriage.templates import PLACEHOLDER, render_template

@@ -23,6 +23,7 @@ from collections import Counter
 from datetime import datetime
 from functools import partial
 from hashlib import blake2b
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
@@ -69,7 +70,7 @@ _TEXTS: dict[str, Any] = {}
 def texts(lang: Optional[str] = None) -> dict[str, Any]:
     """User-facing text of the fleet command (rules/fleet.yaml) in `lang` (en or zh)."""
     if not _TEXTS:
-        import yaml
+        import yaml   # deferred: yaml only for the rule data a fleet run needs
 
         _TEXTS.update(yaml.safe_load((builtin_rules_dir() / "fleet.yaml").read_text(encoding="utf-8")))
     return _TEXTS["zh" if lang == "zh" else "en"]
@@ -77,8 +78,6 @@ def texts(lang: Optional[str] = None) -> dict[str, Any]:
 
 def require(module: str, lang: Optional[str] = None) -> Any:
     """Import an optional dependency of the fleet extra, or raise a one-line InputError naming the extra."""
-    from importlib import import_module
-
     try:
         return import_module(module)
     except ImportError:
@@ -419,7 +418,7 @@ def run(items: list[dict[str, Any]], *, engine: str = "local", jobs: int = 1, ad
         fn = partial(triage_item, rules_dirs=rules_dirs, lang=lang)
         n = min(jobs or os.cpu_count() or 1, len(items))
         if n > 1:
-            import multiprocessing as mp
+            import multiprocessing as mp   # deferred: only for the local process pool
 
             engine_for(rules_dirs, lang)       # compiled once here, shared copy-on-write by forked workers
 

@@ -105,7 +105,7 @@ def _literal(text: str) -> str:
 def draft_rule(template: str, example: str, count: int, lang: Optional[str] = None) -> str:
     """A rule file (YAML text) for one cluster, in the shape `llmtriage rules validate` accepts once
     its placeholder category is replaced by a real one."""
-    import yaml
+    import yaml   # deferred: yaml only when draft rules are written
 
     t = texts(lang)["draft"]
     regex = template_regex(template)

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from llmtriage.detect.verdict import next_line, rule_action
 from llmtriage import get_engine
 from llmtriage.kb.words import KbWords, load_kb_words
-from llmtriage.report.redact import redact
+from llmtriage.engine.redact import redact
 from llmtriage.report.render import render_human
 from llmtriage.report.texts import report_labels
 from llmtriage.ruleset.loader import builtin_rules_dir

@@ -10,7 +10,7 @@ from importlib import import_module
 from typing import Any, Callable, Optional, TextIO
 
 from llmtriage.findings import Finding, Report, reports_to_dict
-from llmtriage.report.redact import redact, safe_reports
+from llmtriage.engine.redact import redact, safe_reports
 from llmtriage.report.style import SEV, Style, cut, text_width, wrap
 from llmtriage.detect.verdict import next_line, status_word
 from llmtriage.report.texts import report_labels

@@ -1,6 +1,6 @@
 """CI renderers: SARIF 2.1.0 (code-scanning upload) and GitHub Actions workflow commands (layer 4).
 
-Both redact secrets in evidence and messages (report/redact.py); their words are the `ci` section
+Both redact secrets in evidence and messages (engine/redact.py); their words are the `ci` section
 of rules/report.yaml (report/texts.py).
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from llmtriage.version import __version__
 from llmtriage.findings import Finding, Report
-from llmtriage.report.redact import redact
+from llmtriage.engine.redact import redact
+from llmtriage.report.baseline import fingerprint
 from llmtriage.report.texts import ci_labels
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -46,7 +47,6 @@ def render_sarif(reports: list[Report], out: TextIO, **_: Any) -> None:
     rules: dict[str, int] = {}
     rule_objs: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
-    from llmtriage.report.baseline import fingerprint
 
     for rep in reports:
         uri = _uri(rep.source)

@@ -97,7 +97,7 @@ def load_taxonomy(path: Path) -> dict[str, str]:
 
 def load_data_files(root: Path) -> dict[str, Any]:
     """DATA_FILES of `root` parsed with yaml.safe_load (name -> data), for the rule cache."""
-    import yaml
+    import yaml   # deferred: yaml never enters the triage path (only on a cache miss)
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return {n: yaml.load((root / n).read_text(encoding="utf-8"), Loader=loader)

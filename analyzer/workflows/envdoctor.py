@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from llmtriage.engine.matcher import scan_bytes
 from llmtriage.findings import Finding, Report
-from llmtriage.report.redact import redact
+from llmtriage.engine.redact import redact
 from llmtriage.report.style import SEV, Style, text_width, wrap
 
 PACKAGES = ("torch", "transformers", "accelerate", "deepspeed", "peft", "flash-attn", "bitsandbytes",

@@ -122,7 +122,7 @@ def callback_class() -> type:
     global _CLASS
     if _CLASS is not None:
         return _CLASS
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback   # deferred: transformers is heavy and optional
 
     class LlmtriageCallback(TrainerCallback):  # type: ignore[misc, valid-type]
         """Warn about (or stop on) NaN/Inf loss, flat loss with zero grad_norm and implausibly fast drops."""

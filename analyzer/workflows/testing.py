@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from llmtriage import scan_source
+from llmtriage import get_engine, scan_source
 from llmtriage.engine.matcher import Engine
 
 from llmtriage.findings import Report
@@ -81,8 +81,6 @@ def iter_examples(rules: Iterable[dict[str, Any]]) -> Iterable[tuple[dict[str, A
 
 def check_rules(ruleset: Any, rules: Optional[list[dict[str, Any]]] = None) -> tuple[list[ExampleResult], int]:
     """Run every example of `rules` (default: all). Returns (failures, number of examples)."""
-    from llmtriage import get_engine
-
     engine = get_engine(ruleset)
     failures = []
     total = 0
