@@ -10,9 +10,9 @@ from typing import Any, Optional
 import click
 
 from llmtriage import load_rules
-from llmtriage.errors import EXIT_FINDINGS, EXIT_OK, LlmtriageError
-from llmtriage.ruleset.loader import (RuleLoadError, builtin_rules_dir, load_taxonomy, validate_dirs,
-                                      validate_rule_file)
+from llmtriage.errors import EXIT_FINDINGS, EXIT_OK, LlmtriageError, RuleLoadError
+from llmtriage.ruleset.files import builtin_rules_dir, load_taxonomy
+from llmtriage.ruleset.validate import validate_dirs, validate_rule_file
 from llmtriage.workflows.testing import check_rules, schema_text
 
 
