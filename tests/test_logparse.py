@@ -177,3 +177,27 @@ def test_a_vllm_traceback_behind_logger_prefixes_names_its_exception():
         "    raise ValueError(msg)", "ValueError: No available memory for the cache blocks.")) + "\n"
     rep = llmtriage.analyze(log)
     assert rep.exception is not None and rep.exception.type == "ValueError", rep.exception
+
+
+def test_an_exception_python_ignored_is_not_the_crash():
+    """'Exception ignored in: <__del__>' then a traceback: Python printed it and went on."""
+    import llmtriage
+
+    ignored = ("step 1 loss 2.3\nException ignored in: <function DeepSpeedCPUAdam.__del__ at 0x7f>\n"
+               "Traceback (most recent call last):\n"
+               '  File "/x/site-packages/deepspeed/ops/adam/cpu_adam.py", line 102, in __del__\n'
+               "    self.ds_opt_adam.destroy_adam(self.opt_id)\n"
+               "AttributeError: 'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'\n")
+    rep = llmtriage.analyze(ignored)
+    assert rep.exception is None and not [f for f in rep.findings if f.severity == "error"]
+    real = ignored.replace("Exception ignored in: <function DeepSpeedCPUAdam.__del__ at 0x7f>\n", "")
+    assert llmtriage.analyze(real).exception.type == "AttributeError"
+
+
+def test_a_warning_quoting_an_exception_is_not_the_crash():
+    import llmtriage
+
+    warn = ('WARNING 06-02 08:01:31 [api.py:1] Found ulimit of 1024; this can cause "OSError: [Errno 24] '
+            'Too many open files". Consider raising it.\nINFO 06-02 08:01:32 [api.py:2] ready\n')
+    assert llmtriage.analyze(warn).exception is None
+    assert llmtriage.analyze("OSError: [Errno 24] Too many open files\n").exception.type == "OSError"

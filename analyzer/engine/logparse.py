@@ -149,6 +149,7 @@ def split_prefix(line: str) -> Prefix:
 # ------------------------------------------------------------------------ tracebacks
 
 _TB_START = "Traceback (most recent call last)"
+_IGNORED = "Exception ignored in"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*)(?::\s?(?P<msg>.*))?$")
@@ -170,6 +171,7 @@ class _TB:
     chain: list[str] = field(default_factory=list)
     last_frame_line: int = 0
     chain_omitted: int = 0
+    ignored: bool = False       # after "Exception ignored in: ...": Python reported it and went on
 
 
 CHAIN_KEEP = 8          # a chain keeps its first and last CHAIN_KEEP exceptions, and counts the rest
@@ -198,6 +200,8 @@ class TracebackParser:
         self._open: dict[object, _TB] = {}
         self._pending_chain: dict[object, tuple[list[str], int, int]] = {}
         self._last_exc: dict[object, ExceptionInfo] = {}
+        self._ignored: dict[object, int] = {}
+        self.ignored_lines: set[int] = set()      # the last lines of tracebacks Python ignored (bounded)
         self.exceptions: list[ExceptionInfo] = []
 
     @property
@@ -208,13 +212,17 @@ class TracebackParser:
         pre = split_prefix(raw_text)
         key = pre.rank if pre.rank is not None else pre.host
         text = pre.text
+        if _IGNORED in text:
+            self._ignored[key] = line_no
         if _TB_START in text:
+            ign = self._ignored.pop(key, None)
             chain: list[str] = []
             omitted = 0
             pend = self._pending_chain.pop(key, None)
             if pend and line_no - pend[1] < 10:
                 chain, omitted = pend[0], pend[2]
-            self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted)
+            self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted,
+                                  ignored=ign is not None and line_no - ign <= 2)
             self._last_exc.pop(key, None)
             return
         exc_prev = self._last_exc.get(key)
@@ -258,6 +266,13 @@ class TracebackParser:
         em = _EXC.match(stripped)
         if em is None and tb.frames and not stripped.endswith(":"):   # `X raised:` + the real error next
             em = _EXC_OTHER.match(stripped)
+        if (em or not tb.frames) and tb.ignored:
+            # an exception in __del__ / a weakref callback / at interpreter exit: Python printed it
+            # and carried on, so it is neither the crash nor its headline
+            if len(self.ignored_lines) < 4096:
+                self.ignored_lines.add(line_no)
+            del self._open[key]
+            return
         if em or not tb.frames:
             typ = em["type"] if em else stripped.split(":", 1)[0][:120]
             msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")

@@ -39,6 +39,9 @@ CAPTURE_SAMPLES = 8
 LOCATE_LINE_SPAN = 2048      # below this many bytes, hits are attributed line by line
 BARE_EXC_TAIL = 60           # a bare "XError: ..." counts as the crash only near the end of the log
 _TB_MARK = b"Traceback (most recent call last)"
+# a warning that quotes an exception ("WARNING ... OSError: [Errno 24] Too many open files", a
+# FutureWarning naming a ValueError) reports it, it does not die of it: never the crash's headline
+_WARNING_LINE = re.compile(rb"\bWARN(?:ING)?\b|\[[Ww]arning\]|\b[A-Z]\w*Warning: |\bwarnings\.warn\b")
 _BARE_HEAD = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): ?(.*)")
 _RANK_HEAD = (b"[", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 
@@ -145,7 +148,13 @@ class Scan:
         tbpos = view.find(_TB_MARK)
         if tbpos < 0 and not self.tbp.active:
             return
-        start = 0 if self.tbp.active else view.rfind(b"\n", 0, tbpos) + 1
+        if self.tbp.active:
+            start = 0
+        else:
+            start = view.rfind(b"\n", 0, tbpos) + 1
+            prev = view.rfind(b"\n", 0, max(start - 1, 0)) + 1 if start else start
+            if b"Exception ignored in" in view[prev:start]:     # the traceback Python reports and ignores
+                start = prev
         ln = line_base + lines.count(b"\n", 0, start)
         for raw in lines[start:].split(b"\n"):
             text, enc = decode_line(raw)
@@ -257,7 +266,7 @@ class Scan:
             if end < 0:
                 end = len(view)
             if pi == eng.bare_idx:
-                if self.bare is None or self.bare[0] != line_no:
+                if (self.bare is None or self.bare[0] != line_no) and not _WARNING_LINE.search(view, seg, end):
                     self.bare = (line_no, view[seg:min(end, seg + EVIDENCE_CAP)])
                 continue
             if eng.doc_users[pi] and pi not in self.doc_hits:
@@ -294,7 +303,8 @@ class Scan:
     def _exception(self, total_lines: int) -> Optional[ExceptionInfo]:
         """The crash's exception: the last traceback's, else a bare `XError: ...` near the end."""
         exc = self.tbp.headline()
-        if exc is None and self.bare is not None and total_lines - self.bare[0] <= BARE_EXC_TAIL:
+        if (exc is None and self.bare is not None and total_lines - self.bare[0] <= BARE_EXC_TAIL
+                and self.bare[0] not in self.tbp.ignored_lines):
             pre = split_prefix(normalise_text(decode_line(self.bare[1])[0]))
             m = _BARE_HEAD.search(pre.text)
             if m:
