@@ -5,7 +5,6 @@ becomes a report with an `error` entry, the others go on, and the exit status is
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -157,6 +156,8 @@ def _scan_one(path: str) -> tuple[str, Any]:
 
 
 def _scan_parallel(files: tuple[str, ...], jobs: int, key: tuple[Any, ...], allow_empty: bool = False) -> list[Any]:
+    import multiprocessing as mp   # deferred: 15 ms of start-up, only for several inputs in parallel
+
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     chunk = max(1, len(files) // (jobs * 8))
     reports = []
