@@ -39,23 +39,34 @@ def compose(text: str) -> tuple[Any, Optional[yaml.Node]]:
     return data, node
 
 
+def child(node: Optional[yaml.Node], part: Any) -> Optional[yaml.Node]:
+    """The value node under `node` at one path element (a mapping key or a sequence index), or None."""
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None)
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        return node.value[part]
+    return None
+
+
+def walk(node: Optional[yaml.Node], loc: Sequence[Any]) -> Optional[yaml.Node]:
+    """The node at path `loc` under `node`, or None where the path leaves the document."""
+    for part in loc:
+        node = child(node, part)
+        if node is None:
+            return None
+    return node
+
+
 def locate(node: Optional[yaml.Node], loc: Sequence[Any]) -> tuple[int, int]:
     """Best position (1-based line, col) of the value at `loc`, or of its nearest existing parent."""
     if node is None:
         return 1, 1
     best = node
     for part in loc:
-        if isinstance(best, yaml.MappingNode):
-            for k, v in best.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                    best = v
-                    break
-            else:
-                break
-        elif isinstance(best, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(best.value):
-            best = best.value[part]
-        else:
+        nxt = child(best, part)
+        if nxt is None:
             break
+        best = nxt
     mark = best.start_mark
     return mark.line + 1, mark.column + 1
 
@@ -64,19 +75,7 @@ def key_node(node: Optional[yaml.Node], loc: Sequence[Any]) -> Optional[yaml.Nod
     """The key node of the last element of `loc` (for 'unknown key' errors)."""
     if node is None or not loc:
         return None
-    parent = node
-    for part in loc[:-1]:
-        if isinstance(parent, yaml.MappingNode):
-            for k, v in parent.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                    parent = v
-                    break
-            else:
-                return None
-        elif isinstance(parent, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(parent.value):
-            parent = parent.value[part]
-        else:
-            return None
+    parent = walk(node, loc[:-1])
     if isinstance(parent, yaml.MappingNode):
         for k, _ in parent.value:
             if isinstance(k, yaml.ScalarNode) and k.value == str(loc[-1]):
@@ -86,17 +85,5 @@ def key_node(node: Optional[yaml.Node], loc: Sequence[Any]) -> Optional[yaml.Nod
 
 def scalar_style(node: Optional[yaml.Node], loc: Sequence[Any]) -> Optional[str]:
     """YAML quoting style of the scalar at `loc` ('"', "'", '|', '>' or None for plain)."""
-    cur = node
-    for part in loc:
-        if isinstance(cur, yaml.MappingNode):
-            for k, v in cur.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                    cur = v
-                    break
-            else:
-                return None
-        elif isinstance(cur, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(cur.value):
-            cur = cur.value[part]
-        else:
-            return None
+    cur = walk(node, loc)
     return cur.style if isinstance(cur, yaml.ScalarNode) else None
