@@ -13,7 +13,7 @@ from llmtriage.kb.words import load_kb_words
 from llmtriage.report.render import render_human, render_quiet
 from llmtriage.report.render_ci import render_github
 from llmtriage.report.texts import REPORT_FILE
-from llmtriage.ruleset import loader
+from llmtriage.ruleset import files, loader
 from llmtriage.ruleset.verified import best_run, fix_table, merge_runs, read_record, verification, write_record
 from llmtriage.workflows import verify as V
 
@@ -58,8 +58,8 @@ def test_merge_and_write_keep_other_devices(tmp_path):
 
 def test_triage_kb_and_verify_read_the_same_record():
     rs = llmtriage.load_rules()
-    assert rs.verified == fix_table(read_record(loader.verified_path()))
-    assert V.verified_path() == loader.verified_path()
+    assert rs.verified == fix_table(read_record(files.verified_path()))
+    assert V.verified_path() == files.verified_path()
     keys = [f["verified_by"] for r in rs.rules for f in r["fixes"] if f.get("verified_by") in rs.verified]
     assert keys, "rules/verified.json records none of the rules' verified_by keys"
     key = keys[0]

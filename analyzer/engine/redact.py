@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 try:  # linear-time matching of the catalogue when google-re2 is installed
     import re2 as _re2

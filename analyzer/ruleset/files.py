@@ -9,12 +9,11 @@ triage path with a warm rule cache never loads it.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from llmtriage.errors import RuleLoadError
 from llmtriage.ruleset.verified import VERIFIED_FILE

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 from llmtriage.errors import RuleLoadError
 from llmtriage.ruleset import cachefile
 from llmtriage.ruleset.files import (DATA_FILES, SECRETS_FILE, builtin_rules_dir, locale_files, rule_files,
-                                     taxonomy_path, verified_path)
+                                     taxonomy_path)
 from llmtriage.ruleset.verified import VERIFIED_FILE
 from llmtriage.ruleset.rules import RuleSet
 from llmtriage.version import __version__

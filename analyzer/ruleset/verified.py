@@ -4,7 +4,7 @@
 ('scenario:variant', what a rule fix's `verified_by` points at), the result on each device. The
 loader reads the "fixes" table into `RuleSet.verified` (cached with the rules); triage output, the
 knowledge base and `verify` all pick the run to show with `best_run`. Where the file lives is the
-loader's business (`loader.verified_path()`); every function here takes the path.
+business of `ruleset/files.py` (`verified_path()`); every function here takes the path.
 """
 from __future__ import annotations
 

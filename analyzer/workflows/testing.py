@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from llmtriage import get_engine, scan_source
-from llmtriage.engine.matcher import Engine
 
 from llmtriage.findings import Report
 

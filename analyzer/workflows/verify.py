@@ -24,7 +24,7 @@ import yaml
 
 from llmtriage import analyze, load_rules
 from llmtriage.errors import LlmtriageError
-from llmtriage.ruleset.loader import verified_path
+from llmtriage.ruleset.files import verified_path
 from llmtriage.ruleset.verified import fix_table, merge_runs, read_record, verification, write_record
 
 
