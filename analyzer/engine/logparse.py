@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator, Optional
 
+from llmtriage.engine.quoted import mask as mask_quoted
 from llmtriage.findings import ExceptionInfo, Frame
 
 BLOCK = 64 * 1024
@@ -69,8 +70,9 @@ def strip_ansi_bytes(chunk: bytes) -> bytes:
 
 def match_view(chunk: bytes) -> tuple[bytes, bytes]:
     """(lines, view): `lines` has ANSI removed (newlines intact, used for line numbers);
-    `view` is the same length with every `\\r` turned into `\\n` (used for matching)."""
-    lines = strip_ansi_bytes(chunk)
+    `view` is the same length with every `\\r` turned into `\\n` (used for matching). Training
+    samples and rollouts the job printed are blanked in both (see engine.quoted)."""
+    lines = mask_quoted(strip_ansi_bytes(chunk))
     view = lines.replace(b"\r", b"\n") if b"\r" in lines else lines
     return lines, view
 

@@ -1,0 +1,113 @@
+"""Quoted data in a log (layer 2): training samples and rollouts the job printed, not what it did.
+
+Fine-tuning frameworks print a tokenised example before training (LLaMA-Factory "training example:
+inputs: <|im_start|>user ..."), RL trainers print prompts and responses, and evaluation scripts print
+generations. Their text is the dataset's or the model's: a code-help sample holding "CUDA out of
+memory" or a whole traceback is not the job running out of memory, and must neither fire a rule,
+nor feed the traceback parser, nor count as the death of the job.
+
+A sample is recognised by the chat template's turn markers: from a line that opens a turn
+(`<|im_start|>user`, `<|start_header_id|>assistant`, `[INST] `, `<start_of_turn>model`, ...) to the
+line that closes the last turn (`<|im_end|>`, `<|eot_id|>`, `</s>`, ...), when that close comes
+within MAX_LINES lines of the same block. A sample whose turn never closes in the block is left as
+it is (a log line is never hidden on a guess). A bare header (`labels:`, `chosen_labels:`) printed
+just after a closed turn opens the next piece of the same sample (the labels repeat the answer
+without its opening marker).
+
+`mask(lines)` blanks those lines (every byte but the newline becomes a space), so line numbers and
+offsets stay, and everything downstream (Set, tracebacks, observers, verdict) sees nothing there.
+"""
+from __future__ import annotations
+
+import re
+
+MAX_LINES = 400          # a turn must close within this many lines of the same block
+HEADER_WINDOW = 8        # a `labels:` header counts within this many lines after a closed turn
+
+# any of these bytes in a block is needed before a line is examined (cheap memmem gate)
+_GATE = (b"<|", b"[INST]", b"<start_of_turn>", "<｜".encode())
+# a turn opens: the marker, then a role or text (never a quote: `'<|im_start|>' + role` is a template)
+_OPEN = re.compile(
+    rb"(?:^|[\s>\]:])(?:<\|im_start\|>(?:system|user|assistant|tool|human|gpt)\b"
+    rb"|(?:<\|begin_of_text\|>)?<\|start_header_id\|>(?:system|user|assistant|ipython|tool)<\|end_header_id\|>"
+    rb"|<start_of_turn>(?:user|model|system)\b"
+    rb"|(?:<s>\s*)?\[INST\](?=\s*[^\s'\"\]])"
+    rb"|<\|(?:user|system|assistant)\|>(?=\s*$|\s*[^\s'\"])"
+    + "|<｜(?:User|Assistant)｜>(?=[^'\"])".encode() + rb")"
+)
+_CLOSE = re.compile(
+    rb"<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>|<end_of_turn>|</s>|<\|endoftext\|>|<\|end_of_text\|>"
+    + "|<｜end▁of▁sentence｜>".encode()
+)
+# the text before an opening marker: a short label or prefix, never an error line quoting a template
+_BEFORE_MAX = 60
+_NOT_BEFORE = re.compile(rb"Error|Exception|Traceback|Warning|WARN")
+_HEADER = re.compile(rb"^\s*(?:\[[^\]]{1,40}\]:?\s*)?(?:\w+_)?(?:labels?|inputs?|outputs?|response|completion|prompt|chosen|rejected)\s*:\s*$")
+
+
+def _opens(line: bytes) -> bool:
+    m = _OPEN.search(line)
+    if m is None:
+        return False
+    before = line[:m.start()]
+    return len(before) <= _BEFORE_MAX and _NOT_BEFORE.search(before) is None
+
+
+def _closes_after_last_open(line: bytes) -> bool:
+    """The line leaves the sample: a close marker after the line's last opening marker."""
+    closes = [m.end() for m in _CLOSE.finditer(line)]
+    if not closes:
+        return False
+    opens = [m.end() for m in _OPEN.finditer(line)]
+    return not opens or closes[-1] > opens[-1]
+
+
+def spans(lines: bytes) -> list[tuple[int, int]]:
+    """(first, last) line indexes of `lines` (split at `\\n`) that are quoted data."""
+    if not any(g in lines for g in _GATE):
+        return []
+    rows = lines.split(b"\n")
+    out: list[tuple[int, int]] = []
+    i, after_close = 0, -HEADER_WINDOW - 1
+    n = len(rows)
+    while i < n:
+        row = rows[i]
+        header = i - after_close <= HEADER_WINDOW and _HEADER.match(row) is not None
+        if not header and not ((b"<" in row or b"[INST]" in row) and _opens(row)):
+            i += 1
+            continue
+        if not header and _closes_after_last_open(row):
+            out.append((i, i))          # a whole sample on one line
+            after_close = i
+            i += 1
+            continue
+        end = _close_line(rows, i + 1)
+        if end is None:
+            i += 1
+            continue
+        out.append((i, end))
+        after_close = end
+        i = end + 1
+    return out
+
+
+def _close_line(rows: list[bytes], start: int) -> int | None:
+    """The line where the sample opened just before `start` ends: the first line whose last marker
+    is a close, within MAX_LINES."""
+    for j in range(start, min(len(rows), start + MAX_LINES)):
+        row = rows[j]
+        if b"<" in row and _closes_after_last_open(row):
+            return j
+    return None
+
+
+def mask(lines: bytes) -> bytes:
+    """`lines` with the quoted-data lines blanked (same length, same newlines)."""
+    found = spans(lines)
+    if not found:
+        return lines
+    rows = lines.split(b"\n")
+    for a, b in found:
+        for k in range(a, b + 1):
+            rows[k] = b" " * len(rows[k])
+    return b"\n".join(rows)

@@ -1,0 +1,112 @@
+"""Printed training samples and rollouts are data, not the job's own errors (engine/quoted.py)."""
+from __future__ import annotations
+
+import llmtriage
+from llmtriage.engine import quoted
+
+OOM_TB = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 12, in <module>\n'
+    "    out = model(x)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 23.65 GiB of which 1.02 GiB is free.\n"
+)
+
+QWEN_SAMPLE = (
+    "training example:\n"
+    "input_ids:\n[151644, 8948, 198, 2610, 525]\n"
+    "inputs:\n"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "<|im_start|>user\nMy script fails with this:\n" + OOM_TB + "How do I fix it?<|im_end|>\n"
+    "<|im_start|>assistant\nReduce the batch size.<|im_end|>\n"
+    "label_ids:\n[-100, -100, 50325, 279, 151645]\n"
+    "labels:\nSegmentation fault (core dumped) means a native crash; reduce the batch size.<|im_end|>\n"
+)
+
+PROGRESS = (
+    "[INFO|trainer.py:2405] 2025-03-02 10:11:12,002 >> ***** Running training *****\n"
+    "  1%|▏         | 10/939 [00:41<1:03:12,  4.08s/it]\n"
+    "{'loss': 1.4312, 'grad_norm': 0.8123, 'learning_rate': 4.99e-05, 'epoch': 0.03}\n"
+    "  2%|▏         | 20/939 [01:22<1:02:55,  4.10s/it]\n"
+)
+
+
+def _report(tmp_path, text, name="run.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return llmtriage.analyze(str(p))
+
+
+def _errors(report):
+    return [f for f in report.findings if f.severity == "error"]
+
+
+def test_sample_with_an_oom_traceback_is_not_the_jobs_error(tmp_path):
+    r = _report(tmp_path, QWEN_SAMPLE + PROGRESS)
+    assert _errors(r) == []
+    assert r.exception is None
+    assert r.extra["status"] == "running"
+
+
+def test_same_text_outside_a_sample_is_the_crash(tmp_path):
+    r = _report(tmp_path, PROGRESS + OOM_TB)
+    errs = _errors(r)
+    assert errs and errs[0].category == "cuda-oom"
+    assert r.extra["status"] == "crashed"
+
+
+def test_real_crash_after_a_sample_keeps_its_line_number(tmp_path):
+    text = QWEN_SAMPLE + PROGRESS + OOM_TB
+    r = _report(tmp_path, text)
+    errs = _errors(r)
+    assert errs and errs[0].category == "cuda-oom"
+    rows = text.splitlines()
+    oom_line = len(rows) - rows[::-1].index(OOM_TB.splitlines()[-1])
+    assert errs[0].line == oom_line
+    assert r.extra["status"] == "crashed"
+
+
+def test_a_turn_that_never_closes_is_not_hidden(tmp_path):
+    # no close marker in the block: the lines are left to the rules (a log line is never hidden on a guess)
+    text = "inputs:\n<|im_start|>user\nquestion\n" + OOM_TB
+    r = _report(tmp_path, text)
+    assert _errors(r) and _errors(r)[0].category == "cuda-oom"
+
+
+def test_template_source_and_error_lines_quoting_markers_do_not_open_a_sample():
+    template = b"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n'}}\nx\n<|im_end|>\n"
+    assert quoted.spans(template) == []
+    err = b"ValueError: chat template produced <|im_start|>user without a generation prompt\nnext\n<|im_end|>\n"
+    assert quoted.spans(err) == []
+    tok = b"bos_token='<|begin_of_text|>', eos_token='<|eot_id|>'\n"
+    assert quoted.spans(tok) == []
+
+
+def test_other_chat_formats_and_prefixes():
+    llama3 = (b"[rank0]: <|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+              b"RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970<|eot_id|>"
+              b"<|start_header_id|>assistant<|end_header_id|>\n\nCheck NCCL_DEBUG=INFO.<|eot_id|>\n"
+              b"[rank0]: step 3 loss 1.2\n")
+    assert quoted.spans(llama3) == [(0, 4)]
+    mistral = b"prompt: <s>[INST] why do I get Killed? [/INST] host OOM: the kernel killed it.</s>\nnext line\n"
+    assert quoted.spans(mistral) == [(0, 0)]
+    gemma = b"(WorkerDict pid=12) <start_of_turn>user\nwhat is SIGSEGV<end_of_turn>\n"
+    assert quoted.spans(gemma) == [(0, 1)]
+
+
+def test_labels_header_after_a_turn_is_part_of_the_sample():
+    text = (b"<|im_start|>assistant\nok<|im_end|>\nlabel_ids:\n[1, 2]\nlabels:\n"
+            b"CUDA out of memory.\nanswer<|im_end|>\nreal line\n")
+    assert quoted.spans(text) == [(0, 1), (4, 6)]
+    # a bare header far from any sample opens nothing
+    far = b"labels:\nCUDA out of memory.<|im_end|>\n"
+    assert quoted.spans(far) == []
+
+
+def test_mask_keeps_length_and_newlines():
+    text = QWEN_SAMPLE.encode()
+    masked = quoted.mask(text)
+    assert len(masked) == len(text)
+    assert masked.count(b"\n") == text.count(b"\n")
+    assert b"CUDA out of memory" not in masked
+    assert b"training example:" in masked
