@@ -250,3 +250,21 @@ def test_an_exception_handled_by_a_recovery_line_and_followed_by_progress_is_not
     assert not [f for f in rep.findings if f.severity == "error"]
     dead = llmtriage.analyze(tb + "".join(f"step {i} loss 1.{i:02d}\n" for i in range(10, 14)) + tb)
     assert dead.extra["status"] == "crashed"
+
+
+def test_unrecognised_failure_after_the_work_finished_says_it_failed_at_shutdown():
+    done = ("Processed prompts: 100%|██████████| 500/500 [01:12<00:00,  6.89it/s]\n"
+            "Wrote 500 generations to out.jsonl\n")
+    dies = ("ERROR 05-12 09:03:05 [core.py:398] EngineCore encountered a fatal error.\n"
+            "ERROR 05-12 09:03:05 [core.py:398] Traceback (most recent call last):\n"
+            'ERROR 05-12 09:03:05 [core.py:398]   File "/venv/vllm/v1/engine/core.py", line 413, in run_busy_loop\n'
+            "ERROR 05-12 09:03:05 [core.py:398]     self._process_input_queue()\n"
+            "ERROR 05-12 09:03:05 [core.py:398] RuntimeError: cancelled\n")
+    after = run(done + dies)
+    top = errors(after)[0]
+    assert (after.extra["status"], top.category) == ("crashed", "unknown")
+    assert "shutdown" in top.action_reason and "outputs are complete" in top.action_reason
+    zh = errors(run(done + dies, lang="zh"))[0]
+    assert "退出阶段" in zh.action_reason
+    before = errors(run(dies))[0]        # the same failure with no finished work: no shutdown story
+    assert before.category == "unknown" and "shutdown" not in before.action_reason
