@@ -7,9 +7,11 @@ pydantic.
 Ranking (`search`) combines three signals over one document per rule (English and Chinese text):
   * BM25F over id, title, tags, keywords, category (+ taxonomy line and a Chinese category name),
     message, explanation and fixes, in both languages; English words are lowercased and lightly
-    stemmed, Chinese runs become character bigrams (kb/tokens.py);
+    stemmed, CamelCase exception names also yield their words, Chinese runs become character
+    bigrams (kb/tokens.py);
   * a small symptom synonym table (rules/kb.yaml, kb/words.py) that adds weighted expansion terms
-    to the query;
+    to the query (plain-word keys match whole words; Chinese keys and keys with punctuation match
+    as substrings, ignoring spaces, the longest first);
   * the engine itself run over the query text, so a pasted error line or traceback ranks the rule
     that would fire on it first (strongest signal), plus raw regex hits of each rule's patterns.
 """
