@@ -1,23 +1,28 @@
 """kb search on real users' question titles: the labelled eval in tests/data/kb_questions.tsv.
 
-Each row is a question title (Chinese or English) from a public issue tracker, the category the
-thread's answer points to, and the thread's address. Top-1 is measured per language and must stay
-above a floor. Measured on the 106 rows: 0.958 zh / 0.983 en with the vocabulary in rules/kb.yaml,
-0.688 / 0.793 before it. The last 16 rows were added after the tables were tuned and measured first
-as a held-out set: 0.938 (0.562 before).
+Each row is a question title (Chinese or English) from a public issue tracker (or a Chinese Q&A page),
+the category the thread's answer points to, and the thread's address. Top-1 is measured per language
+and must stay above a floor. Measured on the first 106 rows: 0.958 zh / 0.983 en with the vocabulary in
+rules/kb.yaml, 0.688 / 0.793 before it; the next 50 were held out when added (0.938, then 0.977).
+The third batch (142 rows, every taxonomy category, 58 zh) was measured held out first: top-1 0.831
+(zh 0.741, en 0.893), top-3 0.930. After the tokenizer and vocabulary changes of that round, all 298
+rows: top-1 292/298 = 0.980 (zh 125/131 = 0.954, en 167/167), top-3 0.987; the first 156 rows
+156/156 (were 155/156). The misses left are titles whose words point elsewhere than the answer (内存
+meaning GPU memory in one thread and host RAM in another, a "core dumped" that was /dev/shm, a
+"can't download llama" that was a gated repo).
 """
 from pathlib import Path
 
 import pytest
 
 from llmtriage.kb.search import SearchIndex
-from llmtriage.kb.tokens import has_cjk
-from llmtriage.kb.words import kb_words_path, load_kb_words, parse_kb_words
+from llmtriage.kb.tokens import has_cjk, tokens
+from llmtriage.kb.words import KbWords, kb_words_path, load_kb_words, parse_kb_words
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"
-FLOOR = {"zh": 0.90, "en": 0.90}
-FLOOR_ALL = 0.92
+FLOOR = {"zh": 0.92, "en": 0.95}
+FLOOR_ALL = 0.94
 
 
 def _rows():
@@ -100,7 +105,66 @@ def test_malformed_kb_words_are_rejected(text, problem):
     ("Permission denied when writing the cache", "filesystem-error"),
     ("段错误", "native-crash"),
     ("torch.compile 报错", "compile-error"),
+    ("显存爆炸", "cuda-oom"),                  # GPU memory, not the 爆炸 of exploding gradients
+    ("tensor 不在同一张卡", "device-mismatch"),
+    ("多卡推理报错", "device-mismatch"),
+    ("保存模型没有权限", "filesystem-error"),
+    ("下载模型没有权限", "hub-auth"),
+    ("找不到GPU", "cuda-unavailable"),
+    ("PermissionDeniedError", "filesystem-error"),   # a CamelCase exception name is read as its words
+    ("master_port 被占用", "port-in-use"),
+    ("lora 参数不更新", "no-grad"),
+    ("loss 都为0", "loss-suspicious"),
+    ("过拟合", "loss-suspicious"),
+    ("GPU-Util 很低", "throughput-low"),
+    ("tokens/s 很低", "throughput-low"),
+    ("step time increasing", "throughput-low"),
+    ("训练速度缓慢", "throughput-low"),
+    ("batch size 不匹配", "deepspeed-config"),
+    ("authentication required", "hub-auth"),
+    ("pip install transformers==4.40 之后报错", "dependency-mismatch"),
+    ("No space left on device", "disk-full"),
 ])
 def test_user_wordings_rank_their_category_first(index, query, category):
     res = index.search(query, limit=3)
     assert res and res[0]["category"] == category, (query, [(r["rule_id"], r["category"]) for r in res])
+
+
+def test_camel_case_identifiers_yield_their_words():
+    assert {"permission", "deni", "error"} <= set(tokens("PermissionDeniedError"))
+    assert {"default", "cpu", "allocator"} <= set(tokens("DefaultCPUAllocator: can't allocate"))
+    assert "permissiondeniederror" in tokens("PermissionDeniedError")   # the whole name still matches
+    # names that are not CamelCase words stay whole
+    assert tokens("LLaMA-Factory") == ["llama", "factory"]
+    assert tokens("iOS fp16") == ["ios", "fp16"]
+
+
+def _index_with(ruleset, synonyms):
+    return SearchIndex(ruleset, words=KbWords(synonyms=synonyms))
+
+
+def test_chinese_keys_match_regardless_of_spaces(ruleset):
+    idx = _index_with(ruleset, {"降到0": "zerozero", "batch size不匹配": "batchbatch"})
+    for q in ("loss 降到 0", "loss降到0", "loss 降到0了"):
+        assert "zerozero" in idx.query_terms(q), q
+    assert "batchbatch" in idx.query_terms("Qwen SFT batch size 不匹配")
+    assert "zerozero" not in idx.query_terms("loss 降到 1")
+
+
+def test_longest_key_hides_the_keys_inside_it(ruleset):
+    idx = _index_with(ruleset, {"显存爆": "gpumemory", "爆炸": "boomword", "显存": "vram"})
+    terms = idx.query_terms("显存爆炸了")
+    assert "gpumemory" in terms and "boomword" not in terms and "vram" not in terms
+    assert "boomword" in idx.query_terms("梯度爆炸")
+    assert "vram" in idx.query_terms("显存不够")
+
+
+def test_keys_with_punctuation_match_as_written(ruleset):
+    idx = _index_with(ruleset, {"torch.compile": "compiler", "==": "pinword", "tokens/s": "speed"})
+    assert "compiler" in idx.query_terms("torch.compile 报错")
+    assert "compiler" not in idx.query_terms("torch compile")
+    assert "pinword" in idx.query_terms("pip install transformers==4.27.1")
+    assert "speed" in idx.query_terms("decode tokens/s dropped")
+    # a key of plain words still needs the whole word
+    idx = _index_with(ruleset, {"port": "portword"})
+    assert "portword" in idx.query_terms("master port busy") and "portword" not in idx.query_terms("support")

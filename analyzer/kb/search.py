@@ -7,9 +7,11 @@ pydantic.
 Ranking (`search`) combines three signals over one document per rule (English and Chinese text):
   * BM25F over id, title, tags, keywords, category (+ taxonomy line and a Chinese category name),
     message, explanation and fixes, in both languages; English words are lowercased and lightly
-    stemmed, Chinese runs become character bigrams (kb/tokens.py);
+    stemmed, CamelCase exception names also yield their words, Chinese runs become character
+    bigrams (kb/tokens.py);
   * a small symptom synonym table (rules/kb.yaml, kb/words.py) that adds weighted expansion terms
-    to the query;
+    to the query (plain-word keys match whole words; Chinese keys and keys with punctuation match
+    as substrings, ignoring spaces, the longest first);
   * the engine itself run over the query text, so a pasted error line or traceback ranks the rule
     that would fire on it first (strongest signal), plus raw regex hits of each rule's patterns.
 """
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from llmtriage import get_engine
-from llmtriage.kb.tokens import has_cjk, stem, tokens
+from llmtriage.kb.tokens import camel_parts, has_cjk, stem, tokens
 from llmtriage.kb.words import KbWords, load_kb_words
 
 # field -> weight in the BM25F document
@@ -38,6 +40,8 @@ BONUS_TAG = 0.4             # the query equals a tag / keyword / title (any lang
 BONUS_PHRASE = 0.2          # a tag or keyword occurs in the query, or the query in the title
 _PRIOR_ROLE = {"cause": 1.0, "symptom": 0.9}
 _PRIOR_SEVERITY = {"error": 1.0, "warning": 0.93, "info": 0.88}
+_SPACE = re.compile(r"\s+")
+_WORD_KEY = re.compile(r"[a-z0-9_ ]+")      # a synonym key of plain words (else it is matched as a substring)
 
 
 def _rule_fields(rs: Any, rule: dict[str, Any], words: KbWords) -> dict[str, str]:
@@ -78,6 +82,10 @@ class SearchIndex:
         self.rs = rs
         self.words = words if words is not None else load_kb_words()
         self._engine = engine
+        keys = self.words.synonyms
+        self._word_keys = [k for k in keys if _WORD_KEY.fullmatch(k)]
+        self._substring_keys = sorted((k for k in keys if not _WORD_KEY.fullmatch(k)),
+                                      key=lambda k: (-len(_SPACE.sub("", k)), k))
         self.docs: list[_Doc] = []
         df: dict[str, int] = {}
         for rule in rs.rules:
@@ -114,16 +122,25 @@ class SearchIndex:
     def query_terms(self, query: str) -> dict[str, float]:
         q = query.lower()
         terms: dict[str, float] = {}
-        for t in tokens(q):
+        for t in tokens(query):
             terms[t] = 1.0
-        words = set(re.findall(r"[a-z0-9_]+", q))
+        words = set(re.findall(r"[a-z0-9_]+", q)) | set(camel_parts(query))
         words |= {stem(w) for w in words}      # "slows", "evicting" find the keys "slow", "evict"
-        for key, expansion in self.words.synonyms.items():
-            hit = (key in q) if has_cjk(key) else (key in words or (" " in key and key in q))
-            if hit:
-                for t in tokens(expansion):
-                    if terms.get(t, 0.0) < _SYN_WEIGHT:
-                        terms[t] = _SYN_WEIGHT
+        # Chinese keys and keys with punctuation ("torch.compile", "==") match inside the query with spaces
+        # removed ("降到 0" = "降到0"), longest first; a match hides the shorter keys inside it, so "显存爆炸"
+        # is GPU memory, not the "爆炸" of exploding gradients.
+        compact = _SPACE.sub("", q)
+        hits = []
+        for key in self._substring_keys:
+            k = _SPACE.sub("", key)
+            if k in compact:
+                hits.append(key)
+                compact = compact.replace(k, "\0")
+        hits += [key for key in self._word_keys if key in words or (" " in key and key in q)]
+        for key in hits:
+            for t in tokens(self.words.synonyms[key]):
+                if terms.get(t, 0.0) < _SYN_WEIGHT:
+                    terms[t] = _SYN_WEIGHT
         return terms
 
     def _bm25(self, doc: _Doc, terms: dict[str, float]) -> float:
