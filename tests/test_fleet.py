@@ -263,3 +263,19 @@ def test_ray_engine_gives_the_local_rows(tmp_path):
         assert (r["category"], r["rule_id"], r["line"]) == (want["category"], want["rule_id"], want["line"])
     finally:
         ray.shutdown()
+
+
+def test_package_level_api_is_the_documented_one(tmp_path):
+    """The issue's API names: `llmtriage.fleet.rows(paths)` and `llmtriage.fleet.triage_dataset(ds)`;
+    importing the package pulls in none of the fleet extra."""
+    import llmtriage.fleet as fleet
+
+    assert fleet.rows is rows and fleet.summarize is summarize and fleet.triage_item is triage_item
+    assert callable(fleet.triage_dataset)
+    p = tmp_path / "x.log"
+    p.write_text(OOM)
+    (row,) = fleet.rows([str(p)])
+    assert (row["category"], row["source"]) == ("cuda-oom", str(p))
+    code = "import sys, llmtriage.fleet\nprint(','.join(m for m in ('ray', 'pyarrow', 'fsspec') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert r.stdout.decode().strip() == "", r.stdout.decode()

@@ -24,6 +24,11 @@ def is_failed(row: dict[str, Any]) -> bool:
     return not row.get("error") and row.get("severity") == "error"
 
 
+def _gpu_order(gpu: str) -> tuple[int, int, str]:
+    """GPU indexes in numeric order, then bus ids (`0000:3b:00`)."""
+    return (0, int(gpu), "") if gpu.isdigit() else (1, 0, gpu)
+
+
 def summarize(rows: list[dict[str, Any]], lang: Optional[str] = None) -> dict[str, Any]:
     """`logs` (triaged), `failed_to_read`, `by_category` (healthy under "none"; adds up to `logs`),
     `by_action`, `repeat_offenders`, `unknown_clusters`, `unreadable` (source and error)."""
@@ -55,7 +60,7 @@ def repeat_offenders(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         cats[node][r["category"]] += 1
         if r.get("gpu"):
             gpus[node].add(str(r["gpu"]))
-    out = [{"node": n, "jobs": len(js), "categories": dict(cats[n].most_common()), "gpus": sorted(gpus[n])}
+    out = [{"node": n, "jobs": len(js), "categories": dict(cats[n].most_common()), "gpus": sorted(gpus[n], key=_gpu_order)}
            for n, js in jobs.items() if len(js) >= 2]
     out.sort(key=lambda o: (-o["jobs"], o["node"]))
     return out[:MAX_OFFENDERS]
