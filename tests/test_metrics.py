@@ -218,9 +218,10 @@ def test_detector_texts_are_complete():
     from llmtriage.detect.metric_findings import detector_texts
 
     texts = detector_texts()
-    assert set(texts) == set(RULE_IDS)
+    assert set(texts) == set(RULE_IDS) | {"collective_hang"}      # collective_hang: detect/threaddump
+    assert texts["collective_hang"]["rule_id"] == "thread-dump-collective-hang"
     for kind, entry in texts.items():
-        assert entry["rule_id"] == RULE_IDS[kind]
+        assert entry["rule_id"] == RULE_IDS.get(kind, "thread-dump-collective-hang")
         en, zh = entry["en"], entry["zh"]
         for lang in (en, zh):
             assert all(lang[k].strip() for k in ("title", "message", "what", "why")), kind

@@ -100,3 +100,47 @@ def test_pick_frame_skips_stdlib_paths():
 
 def test_log_without_thread_dump_has_no_entry():
     assert "thread_dump" not in llmtriage.analyze("[rank0] step 1 loss 2.0\nall good\n").extra
+
+
+# ------------------------------------------------------------------ a hang named from a thread dump alone
+def _errors(rep):
+    return [f for f in rep.findings if f.severity == "error"]
+
+
+def test_thread_dump_waiting_in_a_collective_with_no_progress_after_is_a_hang():
+    rep = llmtriage.analyze("[rank0] step 11 loss 2.1\n[rank0] step 12 loss 2.0\n" + FAULTHANDLER)
+    errs = _errors(rep)
+    assert rep.extra["status"] == "running"
+    assert [(f.category, f.rule_id) for f in errs] == [("nccl-timeout", "thread-dump-collective-hang")]
+    assert "all_reduce" in errs[0].message and "train_step (/workspace/moe/train.py:311)" in errs[0].message
+    assert errs[0].action in ("retry", "fix") and errs[0].action_reason
+
+
+def test_thread_dump_with_progress_after_it_is_not_a_hang():
+    # a dump taken to look at a running job, which then went on training
+    later = "".join(f"[rank0] step {s} loss 1.9\n" for s in range(13, 40))
+    rep = llmtriage.analyze("[rank0] step 12 loss 2.0\n" + FAULTHANDLER + later)
+    assert _errors(rep) == []
+
+
+def test_thread_dump_outside_a_collective_is_no_hang_finding():
+    # the main thread in the DataLoader: where it is stuck is reported, but it names no collective
+    rep = llmtriage.analyze(PYSPY)
+    assert rep.extra["thread_dump"]["collective"] is None
+    assert all(f.rule_id != "thread-dump-collective-hang" for f in rep.findings)
+
+
+def test_a_recognised_error_keeps_the_root_cause_and_gets_the_stuck_frame():
+    watchdog = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=4101, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 "
+                "milliseconds before timing out.\n")
+    rep = llmtriage.analyze(FAULTHANDLER + watchdog)
+    errs = _errors(rep)
+    assert errs and errs[0].rule_id != "thread-dump-collective-hang"
+    assert all(f.rule_id != "thread-dump-collective-hang" for f in rep.findings)
+
+
+def test_dump_lines_behind_ray_actor_prefixes_are_parsed():
+    text = "".join(f"(PolicyTrainerRayProcess pid=81502) {line}\n" for line in FAULTHANDLER.splitlines())
+    td = llmtriage.analyze(text).extra["thread_dump"]
+    assert td["collective"].startswith("all_reduce (") and td["caller"] == "train_step (/workspace/moe/train.py:311)"

@@ -18,15 +18,27 @@ import re
 import sys
 from typing import Any, Optional
 
+from llmtriage.engine.logparse import split_prefix
+from llmtriage.findings import Finding
+from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.templates import render_template
+
 MAX_THREADS = 256
 MAX_FRAMES = 200
 
 _FH_HEAD = re.compile(r"(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
 _FH_FRAME = re.compile(r"^\s*File \"([^\"]+)\", line (\d+) in (\S+)")
 _SPY_HEAD = re.compile(r"Thread (0x[0-9a-fA-F]+|\d+) \(([a-z+]+)\)(?:: \"([^\"]*)\")?")
-_SPY_FRAME = re.compile(r"^\s+(\S+) \(([^()]+):(\d+)\)\s*$")
+_SPY_FRAME = re.compile(r"^\s*(\S+) \(([^()]+):(\d+)\)\s*$")     # indented; the indent may go with a prefix
 _STDLIB = re.compile(r"(?:^|[/\\])(?:lib[/\\]python3?\.?\d*|Lib)[/\\](?!site-packages|dist-packages)|^<frozen")
 _PKG = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+# a torch.distributed / DeepSpeed collective a thread can wait in forever
+_COLLECTIVES = frozenset({
+    "broadcast", "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "reduce_scatter",
+    "reduce_scatter_tensor", "_reduce_scatter_base", "barrier", "monitored_barrier", "all_to_all",
+    "all_to_all_single", "reduce", "gather", "scatter", "send", "recv", "broadcast_object_list",
+    "all_gather_object", "gather_object", "scatter_object_list", "wait", "inference_all_reduce"})
+_COMM_PATH = re.compile(r"torch[/\\]distributed[/\\]|distributed_c10d\.py|deepspeed[/\\]comm[/\\]")
 
 
 def _stdlib(path: str) -> bool:
@@ -61,6 +73,8 @@ class ThreadDumpObserver:
             return
         for i, raw in enumerate(lines.split(b"\n")):
             text = raw[:2048].decode("utf-8", "replace").rstrip("\r")
+            if text[:1] in ("(", "[") or ": " in text[:40]:
+                text = split_prefix(text).text or text     # a Ray actor, rank or host prefix before the dump
             self._line(text, line_base + i)
 
     def _line(self, text: str, ln: int) -> None:
@@ -110,10 +124,36 @@ class ThreadDumpObserver:
                 or next((t for t in self.threads if t.get("name") == "current"), None)
                 or self.threads[0])
         stuck, user = pick_frame(main["frames"])
+        frames = main["frames"]
+        at = next((i for i, f in enumerate(frames) if f[0] in _COLLECTIVES and _COMM_PATH.search(f[1])), None)
+        comm = frames[at] if at is not None else None
+        caller = None if at is None else next(
+            (f for f in frames[at + 1:] if not _COMM_PATH.search(f[1]) and not _stdlib(f[1])), None)
         info = {"tool": main["kind"], "line": self.line, "threads": len(self.threads), "main_thread": main["id"],
-                "frame": stuck, "user_frame": user,
+                "frame": stuck, "user_frame": user, "collective": f"{comm[0]} ({comm[1]}:{comm[2]})" if comm else None,
+                "caller": f"{caller[0]} ({caller[1]}:{caller[2]})" if caller else None,
+                "end": max(t["end"] for t in self.threads),
                 "stacks": {t["id"]: pick_frame(t["frames"])[0] for t in self.threads[:32]}}
         report.extra["thread_dump"] = info
         errs = sorted((f for f in findings if f.severity == "error"), key=lambda f: f.sort_key())
         if errs and stuck:
             errs[0].captures.setdefault("stuck_frame", stuck)
+
+
+def hang_finding(info: Optional[dict[str, Any]], last_progress: int, lang: Optional[str]) -> Optional[Finding]:
+    """An error for a job whose last thread dump shows the main thread waiting in a collective with no
+    progress after the dump (the verdict asks only when nothing else is an error and nothing died)."""
+    if not info or not info.get("collective") or last_progress > info["end"]:
+        return None
+    entry = detector_texts()["collective_hang"]
+    text = entry["zh" if lang == "zh" else "en"]
+    values = {"collective": info["collective"], "frame": info.get("caller") or "",
+              "line": str(info["line"]), "tool": info["tool"]}
+    message = render_template(text["message"], values).strip()
+    return Finding(
+        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
+        message=message, line=info["line"], last_line=info["end"], evidence=message,
+        captures={k: v for k, v in values.items() if v}, cause=text["why"], explanation=text["what"],
+        role="cause", confidence="medium", priority=int(entry.get("priority", 30)),
+        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]],
+    )

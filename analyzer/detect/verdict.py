@@ -30,6 +30,7 @@ from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.ruleset.datafiles import data_file
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.engine.redact import clip
+from llmtriage.detect.threaddump import hang_finding
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2
@@ -363,6 +364,10 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         root = root_exception(exceptions)
         if root is not None and not any(f.line <= root.line <= (f.last_line or f.line) for f in findings):
             findings.append(unknown_finding(root, lang))
+    if status == "running" and not any(f.severity == "error" for f in findings):
+        hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang)
+        if hang is not None:
+            findings.append(hang)
     if status == "crashed" and evidence is not None and not any(f.severity == "error" for f in findings):
         findings.append(_death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang)
