@@ -11,6 +11,9 @@ import pytest
 # in-process); set before anything imports transformers / huggingface_hub, which read it at import.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Human output to a pipe wraps only when COLUMNS is set: the terminal that runs pytest (or an xdist
+# worker that inherits its width) must not change what the CLI tests read. Tests of wrapping set it.
+os.environ.pop("COLUMNS", None)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
