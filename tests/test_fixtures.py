@@ -17,6 +17,14 @@ FIXTURES = ROOT / "fixtures"
 # fixtures/jobs/ holds multi-rank job folders (tests/test_jobs.py); fixtures/reproduced/ genuine reproducer
 # logs (tests/test_reproducers.py checks them against their .meta.yaml).
 LOGS = sorted(p for p in FIXTURES.rglob("*.log") if p.relative_to(FIXTURES).parts[0] != "jobs")
+_REPORTS: dict = {}      # path -> report of the session engine: each fixture is scanned once per process
+
+
+def _report(engine, path):
+    rep = _REPORTS.get(path)
+    if rep is None:
+        rep = _REPORTS[path] = scan_source(engine, path, name=path.name)
+    return rep
 
 
 def _golden_view(report):
@@ -30,7 +38,7 @@ def _golden_view(report):
 
 @pytest.mark.parametrize("path", LOGS, ids=[str(p.relative_to(FIXTURES)) for p in LOGS])
 def test_fixture(engine, path, golden):
-    report = scan_source(engine, path, name=path.name)
+    report = _report(engine, path)
     folder = path.relative_to(FIXTURES).parts[0]
     errors = [f for f in report.findings if f.severity == "error"]
     if folder == "healthy":
@@ -47,7 +55,7 @@ def test_fixture(engine, path, golden):
 def test_every_rule_is_top_of_a_fixture(engine, ruleset):
     tops = set()
     for path in LOGS:
-        rep = scan_source(engine, path, name=path.name)
+        rep = _report(engine, path)
         if rep.findings:
             tops.add(rep.findings[0].rule_id)
     missing = sorted(r["id"] for r in ruleset.rules if r["id"] not in tops)

@@ -369,6 +369,7 @@ def test_check_site_reports_missing_section_and_broken_link(ruleset, tmp_path):
     assert any("broken link '../category/nope.html'" in p for p in problems)
 
 
+@pytest.mark.slow   # builds the whole site in both languages in a child process
 def test_cli_build_check(cli, tmp_path):
     out = tmp_path / "site"
     r = cli("kb", "build", "--out", str(out), "--check")

@@ -47,6 +47,7 @@ def _holds(line: bytes, lits) -> bool:
     return any((text.encode().lower() in low) if icase else (text.encode() in line) for text, icase in lits)
 
 
+@pytest.mark.slow   # every pattern on every fixture line (stdlib re)
 def test_every_shipped_pattern_match_on_every_fixture_line_holds_one_of_its_literals(ruleset):
     lines = set()
     for path in (ROOT / "fixtures").rglob("*.log"):

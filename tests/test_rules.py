@@ -59,6 +59,7 @@ def test_every_rule_has_a_near_miss_with_reason(ruleset):
         assert r["examples"]["no_match"] and all(x["why"].strip() for x in r["examples"]["no_match"]), r["id"]
 
 
+@pytest.mark.slow   # the CLI runs every example again (test_rules checks them in-process in the fast tier)
 def test_rules_command_passes(cli):
     r = cli("rules", "test", timeout=600)
     assert r.returncode == 0, r.stdout.decode()[-3000:]

@@ -32,6 +32,7 @@ def _wrapper(tmp_path: Path, log: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "llmtriage", "run", "--log", str(log), *extra, "--", sys.executable, "-c", CHILD]
 
 
+@pytest.mark.slow   # six wrapped runs; test_streams_merged_forces_one_channel checks one in the fast tier
 def test_same_destination_keeps_the_exact_order_every_run(tmp_path):
     """stdout and stderr into one pipe (as `2>&1 | tee`, or a CI runner): the kept log and the
     pass-through have the child's order, identical on every run."""

@@ -5,28 +5,33 @@ import io
 
 import pytest
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
-pytest.importorskip("accelerate")   # the Trainer needs it (extra `repro`)
+# Real Trainer runs: the slow tier. torch/transformers are imported by the tests, not at collection,
+# so that the fast tier (`-m "not slow"`) never pays for importing them.
+pytestmark = pytest.mark.slow
 
 
-class _Data(torch.utils.data.Dataset):
-    def __init__(self, n: int, seq: int, vocab: int, labels: str):
-        g = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(0, vocab, (n, seq), generator=g)
-        self.labels = labels
+def _data(torch, n: int, seq: int, vocab: int, labels: str):
+    class _Data(torch.utils.data.Dataset):
+        def __init__(self):
+            g = torch.Generator().manual_seed(0)
+            self.ids = torch.randint(0, vocab, (n, seq), generator=g)
 
-    def __len__(self) -> int:
-        return len(self.ids)
+        def __len__(self) -> int:
+            return len(self.ids)
 
-    def __getitem__(self, i: int) -> dict:
-        ids = self.ids[i]
-        # "none": every label masked (-100) - no supervised token, the classic silent failure
-        lab = ids.clone() if self.labels == "ok" else torch.full_like(ids, -100)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": lab}
+        def __getitem__(self, i: int) -> dict:
+            ids = self.ids[i]
+            # "none": every label masked (-100) - no supervised token, the classic silent failure
+            lab = ids.clone() if labels == "ok" else torch.full_like(ids, -100)
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": lab}
+
+    return _Data()
 
 
 def _train(tmp_path, labels: str, action: str, max_steps: int = 12, poison_at: int = 0):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("accelerate")   # the Trainer needs it (extra `repro`)
     from llmtriage.workflows.integrations import LlmtriageCallback
 
     torch.manual_seed(0)
@@ -46,7 +51,7 @@ def _train(tmp_path, labels: str, action: str, max_steps: int = 12, poison_at: i
                 with torch.no_grad():
                     model.transformer.ln_f.weight.fill_(float("nan"))
 
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Data(64, 16, 64, labels),
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_data(torch, 64, 16, 64, labels),
                                    callbacks=[Poison(), cb])
     trainer.train()
     return trainer, cb, stream.getvalue()

@@ -397,6 +397,7 @@ def test_watch_unit_partial_lines_context_and_from_end(tmp_path, engine):
 
 # ------------------------------------------------------------------------------ env
 
+@pytest.mark.slow   # imports torch and probes the whole machine
 def test_env_json_report_on_this_machine():
     r = cli("env", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
