@@ -268,3 +268,17 @@ def test_unrecognised_failure_after_the_work_finished_says_it_failed_at_shutdown
     assert "退出阶段" in zh.action_reason
     before = errors(run(dies))[0]        # the same failure with no finished work: no shutdown story
     assert before.category == "unknown" and "shutdown" not in before.action_reason
+
+
+def test_override_reads_the_logs_words_not_the_rules_message():
+    """torchelastic-sigterm's message lists the possible senders ("preemption, time limit, eviction");
+    only a time limit the log itself names makes the action `fix`."""
+    sigterm = ("[step=12639/47214] train/CE loss=0.8391\n"
+               "W0903 07:59:53.311000 1 torch/distributed/elastic/agent/server/api.py:719] Received 15 death signal, "
+               "shutting down workers\n"
+               "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1 got signal: 15\n")
+    plain = errors(run(sigterm))[0]
+    assert plain.category == "scheduler-kill" and plain.action == "retry", plain.action_reason
+    limit = errors(run(sigterm + "slurmstepd: error: *** JOB 881204 ON node-a12 CANCELLED AT 2026-09-03T07:59:53 "
+                                 "DUE TO TIME LIMIT ***\n"))[0]
+    assert limit.category == "scheduler-kill" and limit.action == "fix", (limit.rule_id, limit.action_reason)

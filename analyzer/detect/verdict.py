@@ -406,7 +406,9 @@ def _override_applies(o: dict[str, Any], f: Finding, seen: set[str]) -> bool:
         return False
     if any(s in seen for s in o.get("unless_seen", ())):
         return False
-    if o.get("evidence") and not _rx(o["evidence"]).search(f.evidence + "\n" + f.message):
+    # the log's own words (the evidence line and what the rule captured), never the rule's message: a
+    # message that lists the possible causes ("preemption, time limit or a kill") would match them all
+    if o.get("evidence") and not _rx(o["evidence"]).search("\n".join([f.evidence, *f.captures.values()])):
         return False
     for name, pat in (o.get("captures") or {}).items():
         if not _rx(pat).search(f.captures.get(name, "")):
