@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import llmtriage
 from llmtriage.job.analysis import analyze_job
 from llmtriage.detect.threaddump import pick_frame
@@ -140,7 +142,9 @@ def test_a_recognised_error_keeps_the_root_cause_and_gets_the_stuck_frame():
     assert all(f.rule_id != "thread-dump-collective-hang" for f in rep.findings)
 
 
-def test_dump_lines_behind_ray_actor_prefixes_are_parsed():
-    text = "".join(f"(PolicyTrainerRayProcess pid=81502) {line}\n" for line in FAULTHANDLER.splitlines())
+@pytest.mark.parametrize("prefix", ["(PolicyTrainerRayProcess pid=81502) ", "gpu-node-07: ", "3: ", "[rank3]: ",
+                                    "2025-11-18T09:02:11.402812345Z "])
+def test_dump_lines_behind_actor_host_rank_and_time_prefixes_are_parsed(prefix):
+    text = "".join(f"{prefix}{line}\n" for line in FAULTHANDLER.splitlines())
     td = llmtriage.analyze(text).extra["thread_dump"]
     assert td["collective"].startswith("all_reduce (") and td["caller"] == "train_step (/workspace/moe/train.py:311)"

@@ -38,6 +38,8 @@ _COLLECTIVES = frozenset({
     "reduce_scatter_tensor", "_reduce_scatter_base", "barrier", "monitored_barrier", "all_to_all",
     "all_to_all_single", "reduce", "gather", "scatter", "send", "recv", "broadcast_object_list",
     "all_gather_object", "gather_object", "scatter_object_list", "wait", "inference_all_reduce"})
+_BARE = re.compile(r"\s|Thread |Current thread |Process \d|Python v|File ")
+_HOST_INDENT = re.compile(r"^(?:[A-Za-z][\w.-]*\d|\d{1,6}): (?=\s)")   # "node-7:     frame (...)": split_prefix keeps it
 _COMM_PATH = re.compile(r"torch[/\\]distributed[/\\]|distributed_c10d\.py|deepspeed[/\\]comm[/\\]")
 
 
@@ -73,8 +75,9 @@ class ThreadDumpObserver:
             return
         for i, raw in enumerate(lines.split(b"\n")):
             text = raw[:2048].decode("utf-8", "replace").rstrip("\r")
-            if text[:1] in ("(", "[") or ": " in text[:40]:
-                text = split_prefix(text).text or text     # a Ray actor, rank or host prefix before the dump
+            if not _BARE.match(text):       # a Ray actor, rank, host or time-stamp prefix before the dump
+                text = split_prefix(text).text or text
+                text = _HOST_INDENT.sub("", text, 1)
             self._line(text, line_base + i)
 
     def _line(self, text: str, ln: int) -> None:
