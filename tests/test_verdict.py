@@ -282,3 +282,38 @@ def test_override_reads_the_logs_words_not_the_rules_message():
     limit = errors(run(sigterm + "slurmstepd: error: *** JOB 881204 ON node-a12 CANCELLED AT 2026-09-03T07:59:53 "
                                  "DUE TO TIME LIMIT ***\n"))[0]
     assert limit.category == "scheduler-kill" and limit.action == "fix", (limit.rule_id, limit.action_reason)
+
+
+RESTARTED = (
+    "I0901 03:00:01.700000 300 torch/distributed/elastic/agent/server/api.py:525] [default] starting workers for entrypoint: python\n"
+    "[2024-09-01 03:10:44] epoch 0 step 1200 loss 2.201\n"
+    "E0901 03:12:40.511000 300 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 1 "
+    "(pid: 332) of binary: /usr/bin/python\n"
+    "W0901 03:12:40.512000 300 torch/distributed/elastic/agent/server/api.py:723] [default] Worker group FAILED. 3/3 "
+    "attempts left; will restart worker group\n"
+    "I0901 03:12:40.513000 300 torch/distributed/elastic/agent/server/api.py:864] [default] Restarting worker group\n"
+)
+LATER = ("Traceback (most recent call last):\n"
+         '  File "/w/train.py", line 40, in <module>\n'
+         "    loss.backward()\n"
+         "RuntimeError: grad can be implicitly created only for scalar outputs\n")
+
+
+def test_a_restarted_worker_group_that_later_dies_of_something_else_names_the_later_cause():
+    rep = run(RESTARTED + LATER)
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "exception"
+    errs = errors(rep)
+    assert errs[0].category == "autograd-misuse", [(f.rule_id, f.severity) for f in rep.findings]
+    killed = next(f for f in rep.findings if f.rule_id == "process-sigkilled")
+    assert killed.severity == "warning" and killed.judgement["context"] == "recovered"
+    # counter-case: no restart line, so the SIGKILL is not known to be survived and stays an error
+    plain = run(RESTARTED.replace("; will restart worker group", "").rsplit("I0901", 1)[0] + LATER)
+    assert any(f.rule_id == "process-sigkilled" and f.severity == "error" for f in plain.findings)
+
+
+def test_an_error_skipped_by_the_autotuner_yields_to_a_later_error_even_without_progress():
+    skipped = ("[rank0]:W1021 14:04:02.551000 2231 torch/_inductor/select_algorithm.py:1906] [1/0] CUDA out of memory. "
+               "Tried to allocate 896.00 MiB. GPU 0 has a total capacity of 79.10 GiB of which 611.88 MiB is free.\n"
+               "[rank0]:W1021 14:04:02.551000 2231 torch/_inductor/select_algorithm.py:1906] [1/0] Ignoring this choice.\n")
+    errs = errors(run(skipped + LATER))
+    assert errs[0].category == "autograd-misuse", [(f.rule_id, f.category) for f in errs]

@@ -232,8 +232,9 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, O
     deaths = list(scanner.hits.get("death", ()))
     deaths += [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
                if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
+    last_death = max((d[0] for d in deaths), default=0)
     alive = sorted(d for d in deaths if last_finish < d[0] and scanner.last_progress <= d[0] + gap
-                   and not _handled(d[0], scanner))
+                   and not _handled(d[0], scanner, last_death))
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
@@ -243,12 +244,14 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, O
     return "running", None
 
 
-def _handled(line: int, scanner: Scanner) -> bool:
+def _handled(line: int, scanner: Scanner, last_death: int = 0) -> bool:
     """A recovery line (retrying, a request rejected, a worker group restarted) within the recovery
-    window after `line`, with progress after it: the process caught the error and went on, however
-    few lines the log has left (a server that answered one request with HTTP 400 keeps serving)."""
+    window after `line`, with progress or another death after it: the process caught the error and
+    went on, however few lines the log has left (a server that answered one request with HTTP 400
+    keeps serving; a restarted worker group that later died of something else)."""
     after = int(verdict_spec()["recovery_window"]["after"])
-    return any(line < h[0] <= line + after and scanner.last_progress > h[0] for h in scanner.hits.get("recovery", ()))
+    return any(line < h[0] <= line + after and max(scanner.last_progress, last_death) > h[0]
+               for h in scanner.hits.get("recovery", ()))
 
 
 def _survived(line: int, scanner: Scanner) -> bool:
@@ -263,7 +266,8 @@ def _demote(f: Finding, severity: str, reason: str, ctx: str) -> None:
     f.severity = severity
 
 
-def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: str) -> bool:
+def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: str,
+                     death_line: Optional[int] = None) -> bool:
     if ctx.get("categories") and f.category not in ctx["categories"]:
         return False
     if ctx.get("evidence") and not _rx(ctx["evidence"]).search(f.evidence):
@@ -278,21 +282,29 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         win = verdict_spec()["recovery_window"]
         last = f.last_line or f.line
         lo, hi = f.line - int(win["before"]), last + int(win["after"])
-        if not any(lo <= h[0] <= hi for h in scanner.hits.get(ctx["near"], ())):
+        near = [h[0] for h in scanner.hits.get(ctx["near"], ()) if lo <= h[0] <= hi]
+        if not near:
             return False
-        if not (scanner.last_progress > last or scanner.last("finish") > last):
+        # the job went on after the recovery: progress, a finish, or a later death or error of its own
+        went_on = death_line is not None and death_line > max(last, min(near))
+        if not (scanner.last_progress > last or scanner.last("finish") > last or went_on):
             return False
     return True
 
 
 def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, finish: Optional[dict[str, Any]],
-                    lang: Optional[str]) -> None:
+                    lang: Optional[str], death_line: Optional[int] = None) -> None:
     spec = verdict_spec()
     for f in findings:
         if f.severity != "error" or f.rule_id.startswith("metric-") or f.rule_id == "unknown":
             continue
+        last = f.last_line or f.line
+        later_death = death_line if death_line is not None and death_line > last else None
+        if later_death is None:      # or the job went on to fail in another way (a log cut before it died)
+            later_death = next((g.line for g in findings if g is not f and g.severity == "error" and g.line > last
+                                and g.rule_id != f.rule_id), None)
         for ctx in spec["contexts"]:
-            if _context_applies(ctx, f, scanner, status):
+            if _context_applies(ctx, f, scanner, status, later_death):
                 _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
                 break
         if (f.severity == "error" and status == "finished" and finish is not None
@@ -350,7 +362,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     status, evidence = status_of(scanner, exceptions)
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
-    _judge_fatality(findings, scanner, status, evidence if status == "finished" else None, lang)
+    _judge_fatality(findings, scanner, status, evidence if status == "finished" else None, lang,
+                    evidence["line"] if status == "crashed" and evidence else None)
     errors = [f for f in findings if f.severity == "error"]
     if exc is not None and not errors:
         u = unknown_finding(exc, lang)
