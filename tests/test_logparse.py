@@ -201,3 +201,40 @@ def test_a_warning_quoting_an_exception_is_not_the_crash():
             'Too many open files". Consider raising it.\nINFO 06-02 08:01:32 [api.py:2] ready\n')
     assert llmtriage.analyze(warn).exception is None
     assert llmtriage.analyze("OSError: [Errno 24] Too many open files\n").exception.type == "OSError"
+
+
+# ------------------------------------------------------------------ exception lines from real logs (helpers' probes)
+def _exceptions(text: str):
+    from llmtriage.engine.logparse import TracebackParser
+    tbp = TracebackParser()
+    for i, line in enumerate(text.splitlines(), 1):
+        tbp.feed(i, line)
+    return [(e.type, e.message) for e in tbp.exceptions]
+
+
+def test_a_bare_exception_class_is_an_exception():
+    text = ("[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/opt/ds/runtime/fp16/loss_scaler.py", line 183, in update_scale\n'
+            "[rank0]:     raise Exception(\n"
+            "[rank0]: Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
+    assert _exceptions(text) == [("Exception", "Current loss scale already at minimum - cannot decrease scale "
+                                                "anymore. Exiting run.")]
+
+
+def test_a_printed_traceback_header_opens_nothing_and_a_bare_word_colon_is_no_exception():
+    text = ('    print("Traceback (most recent call last):")\n'
+            "Extracted:\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert _exceptions(text) == []
+    # the same header at the start of a line opens a traceback; `Extracted:` is skipped, not its exception
+    real = "Traceback (most recent call last):\nExtracted:\nRuntimeError: boom\n"
+    assert _exceptions(real) == [("RuntimeError", "boom")]
+
+
+def test_older_vllm_logger_prefix_is_stripped():
+    text = ("ERROR 02-19 10:03:11 serving_chat.py:197] Error in preprocessing prompt inputs\n"
+            "ERROR 02-19 10:03:11 serving_chat.py:197] Traceback (most recent call last):\n"
+            'ERROR 02-19 10:03:11 serving_chat.py:197]   File "/vllm/entrypoints/openai/serving_chat.py", line 181, in create_chat_completion\n'
+            "ERROR 02-19 10:03:11 serving_chat.py:197]     ) = await self._preprocess_chat(\n"
+            "ERROR 02-19 10:03:11 serving_chat.py:197] ValueError: At most 1 image(s) may be provided in one request.\n")
+    assert _exceptions(text) == [("ValueError", "At most 1 image(s) may be provided in one request.")]

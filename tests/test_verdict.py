@@ -317,3 +317,24 @@ def test_an_error_skipped_by_the_autotuner_yields_to_a_later_error_even_without_
                "[rank0]:W1021 14:04:02.551000 2231 torch/_inductor/select_algorithm.py:1906] [1/0] Ignoring this choice.\n")
     errs = errors(run(skipped + LATER))
     assert errs[0].category == "autograd-misuse", [(f.rule_id, f.category) for f in errs]
+
+
+def test_an_exception_quoted_in_a_chat_transcript_is_not_the_crash():
+    text = ("[INFO:swift] Loading the model using model_dir: /models/Qwen2.5-7B-Instruct-FP8\n"
+            '[QUERY] 为什么训练时报错 "ValueError: The model you are trying to fine-tune is quantized with fp8 but '
+            'that quantization method do not support training."?\n'
+            "[RESPONSE] FP8 量化的模型不能直接训练，请改用 bf16 权重或 QLoRA。\n"
+            "[INFO:swift] End time of running main: 2025-03-01 10:12:03.481\n")
+    rep = run(text)
+    assert rep.exception is None and errors(rep) == [] and rep.extra["status"] == "finished"
+    bare = run("step 3 loss 1.2\nValueError: bad value for lr\n")     # the same name at the line start is the crash
+    assert bare.exception is not None and bare.exception.type == "ValueError"
+
+
+def test_llama_cpp_exit_lines_are_death_evidence():
+    text = ("llama_model_load: error loading model: check_tensor_dims: tensor 'blk.0.attn_q.weight' has wrong shape\n"
+            "llama_model_load_from_file_impl: failed to load model\n"
+            "main: exiting due to model loading error\n")
+    rep = run(text)
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "llama-cpp-exit"
+    assert errors(rep), "a crashed report always has an error finding"

@@ -109,8 +109,8 @@ _PREFIX = re.compile(
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?   # ISO time
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                   # [12:01:02]
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"
-      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[\w./-]+:\d+\]\s?
-                                                                           # vLLM "ERROR 06-02 08:03:44 [core.py:200] "
+      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w./-]+:\d+\]\s?
+                                                                           # vLLM "ERROR 06-02 08:03:44 [core.py:200] " (older: no "[")
       | \((?:[A-Za-z_][\w.-]*\s+)?(?:(?:rank|tp_rank|local_rank)=(?P<prank>\d{1,6}),?\s+)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s?
                                                                            # Ray / vLLM process "(VllmWorker rank=0 pid=12, ip=10.0.0.3) "
     )""",
@@ -154,7 +154,11 @@ _TB_START = "Traceback (most recent call last)"
 _IGNORED = "Exception ignored in"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
-_EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*)(?::\s?(?P<msg>.*))?$")
+_EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*|Exception)(?::\s?(?P<msg>.*))?$")
+# a frameless "traceback" ends in `Type: message` (a word and a colon alone, `Extracted:`, is output, not an exception)
+_EXC_BARE = re.compile(r"^[A-Za-z_][\w.]*: \S")
+# a printed or quoted "Traceback (most recent call last)" (`print("Traceback ...")`, a sample) starts nothing
+_QUOTED_TB = re.compile(r"""["'`“「]\s*$|\bprint\(\s*$""")
 # Exception classes named otherwise, after the frames of a traceback: `pyarrow.lib.ArrowInvalid`,
 # `ArrowInvalid`, `cv2.error`, `socket.timeout`; not a logger's `INFO:`, `wandb:` or `x.api: [WARNING]`.
 _EXC_OTHER = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][a-z0-9]+[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[A-Z][a-z]\w*"
@@ -216,7 +220,7 @@ class TracebackParser:
         text = pre.text
         if _IGNORED in text:
             self._ignored[key] = line_no
-        if _TB_START in text:
+        if _TB_START in text and not _QUOTED_TB.search(text[:text.find(_TB_START)]):
             ign = self._ignored.pop(key, None)
             chain: list[str] = []
             omitted = 0
@@ -275,7 +279,7 @@ class TracebackParser:
                 self.ignored_lines.add(line_no)
             del self._open[key]
             return
-        if em or not tb.frames:
+        if em or (not tb.frames and _EXC_BARE.match(stripped)):
             typ = em["type"] if em else stripped.split(":", 1)[0][:120]
             msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")
             info = ExceptionInfo(type=typ, message=msg.strip()[:2000], line=line_no, rank=pre.rank,

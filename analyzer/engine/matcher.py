@@ -21,7 +21,7 @@ from llmtriage.findings import Report
 from llmtriage.ruleset.loader import cache_dir
 from llmtriage.ruleset.regexsafety import bounded_compile
 
-BARE_EXC = r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception): "
+BARE_EXC = r"\b(?:[A-Z][A-Za-z0-9_]*(?:Error|Exception)|Exception): "
 TB_MARK = r"Traceback \(most recent call last\)"
 MODES = ("re2", "hyperscan", "python", "reference")
 

@@ -42,7 +42,8 @@ _TB_MARK = b"Traceback (most recent call last)"
 # a warning that quotes an exception ("WARNING ... OSError: [Errno 24] Too many open files", a
 # FutureWarning naming a ValueError) reports it, it does not die of it: never the crash's headline
 _WARNING_LINE = re.compile(rb"\bWARN(?:ING)?\b|\[[Ww]arning\]|\b[A-Z]\w*Warning: |\bwarnings\.warn\b")
-_BARE_HEAD = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): ?(.*)")
+_BARE_HEAD = re.compile(r"((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception)): ?(.*)")
+_QUOTE_BEFORE = re.compile(r"""["'`“「]""")
 _RANK_HEAD = (b"[", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 
 
@@ -307,7 +308,7 @@ class Scan:
                 and self.bare[0] not in self.tbp.ignored_lines):
             pre = split_prefix(normalise_text(decode_line(self.bare[1])[0]))
             m = _BARE_HEAD.search(pre.text)
-            if m:
+            if m and not _QUOTE_BEFORE.search(pre.text, 0, m.start()):     # quoted in a question or a sample: not the crash
                 exc = ExceptionInfo(type=m.group(1), message=m.group(2)[:2000], line=self.bare[0], rank=pre.rank)
         return exc
 
