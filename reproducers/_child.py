@@ -100,7 +100,9 @@ class Kit:
         """Greedy generation on this device: the check that a loaded model really works."""
         import torch
 
-        enc = tok(prompt, return_tensors="pt").to(self.device)
+        # no token_type_ids: transformers 4.x tokenizers return them and generate() then refuses them for
+        # decoder-only models ("model_kwargs are not used by the model"); every reproducer asks the same
+        enc = tok(prompt, return_tensors="pt", return_token_type_ids=False).to(self.device)
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
         text = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)

@@ -87,7 +87,7 @@ def _train(kit, rows, steps=2):
     texts = [r["instruction"] + " " + r["output"] for r in rows]
     losses = []
     for step in range(1, steps + 1):
-        batch = tok(texts[(step - 1) * 8: step * 8], padding=True, truncation=True, return_tensors="pt").to(kit.device)
+        batch = tok(texts[(step - 1) * 8: step * 8], padding=True, truncation=True, return_tensors="pt", return_token_type_ids=False).to(kit.device)
         labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
         loss = model(**batch, labels=labels).loss
         loss.backward()

@@ -82,7 +82,7 @@ def _meta(kit, assign: bool):
         model.load_state_dict(state_dict)
     model.eval()
     tok = kit.tokenizer()
-    enc = tok("the model is small", return_tensors="pt")
+    enc = tok("the model is small", return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
         ref = reference.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)

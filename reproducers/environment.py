@@ -51,7 +51,7 @@ def _load(kit, attn):
     model = AutoModelForCausalLM.from_pretrained("model", attn_implementation=attn).eval()
     kit.result(loaded=True)
     tok = kit.tokenizer()
-    enc = tok("the model", return_tensors="pt")
+    enc = tok("the model", return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
     text = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -102,7 +102,7 @@ def _generate_on(kit, device):
 
     tok = kit.tokenizer()
     model = kit.llama().to(device).eval()
-    enc = tok("the model", return_tensors="pt").to(device)
+    enc = tok("the model", return_tensors="pt", return_token_type_ids=False).to(device)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
     text = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)

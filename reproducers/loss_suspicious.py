@@ -87,7 +87,7 @@ def _run(kit, answer_key: str):
     model.eval()
     answers = []
     for r in _rows(kit, 3 + 4000)[-3:]:
-        enc = tok(tok.bos_token + " " + r["instruction"], add_special_tokens=False, return_tensors="pt").to(model.device)
+        enc = tok(tok.bos_token + " " + r["instruction"], add_special_tokens=False, return_tensors="pt", return_token_type_ids=False).to(model.device)
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=6, min_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id)
         new = out[0, enc["input_ids"].shape[1]:]

@@ -36,7 +36,7 @@ def _generate(kit, tok):
     import torch
 
     model = kit.llama().to(kit.device).eval()
-    enc = tok(PROMPTS, padding=True, return_tensors="pt").to(kit.device)
+    enc = tok(PROMPTS, padding=True, return_tensors="pt", return_token_type_ids=False).to(kit.device)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
     texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -66,7 +66,7 @@ def _forward_with_added(kit, resize: bool):
     print(f"added {n} tokens, tokenizer size {len(tok)}, embedding rows {model.get_input_embeddings().num_embeddings}")
     if resize:
         model.resize_token_embeddings(len(tok))
-    enc = tok("<|user|> the model is small <|end|> <|assistant|> yes", return_tensors="pt").to(kit.device)
+    enc = tok("<|user|> the model is small <|end|> <|assistant|> yes", return_tensors="pt", return_token_type_ids=False).to(kit.device)
     with torch.no_grad():
         logits = model(**enc).logits
     kit.result(logits_finite=bool(torch.isfinite(logits).all()))
