@@ -75,6 +75,13 @@ def run_cli(*args: str, input: bytes | None = None, env: dict | None = None, cwd
                           env=e, cwd=cwd, timeout=timeout)
 
 
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory) -> Path:
+    """One rule cache for the CLI runs of tests that do not test the cache itself: a cold cache is
+    validated in a child process (about 1.5 s a run). Tests of the cache keep their own folders."""
+    return tmp_path_factory.mktemp("rule-cache")
+
+
 @pytest.fixture
 def cli():
     return run_cli

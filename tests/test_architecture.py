@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -18,6 +20,7 @@ def test_triage_never_imports_torch_or_transformers(tmp_path):
     assert r.stderr.decode().rstrip().endswith("BAD="), r.stderr.decode()[-500:]
 
 
+@pytest.mark.slow   # a cold rule cache: full validation in a child
 def test_a_cold_rule_cache_is_validated_outside_the_scanning_process(tmp_path):
     """The CLI validates on a cache miss in a forked child: yaml and pydantic never enter the process
     that scans (its peak RSS is the same cold and warm), nor does OpenSSL (`hashlib`: 3.6 MB); the result equals in-process validation,

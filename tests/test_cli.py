@@ -114,6 +114,7 @@ def test_invalid_utf8_is_decoded_not_fatal(cli, tmp_path):
     assert cli(str(p)).returncode == 1
 
 
+@pytest.mark.slow   # streams a 200 MB line through the CLI
 def test_200mb_line_without_newline_bounded_memory(tmp_path):
     p = tmp_path / "long.log"
     with open(p, "wb") as fh:

@@ -180,6 +180,7 @@ def test_every_option_of_every_command_has_help():
     assert not missing, missing
 
 
+@pytest.mark.slow   # watch runs until its time limit, per format
 @pytest.mark.parametrize("fmt", ["human", "json"])
 def test_watch_from_end_says_once_on_stderr_that_it_is_watching(tmp_path, fmt):
     log = tmp_path / "train.log"

@@ -52,12 +52,14 @@ def test_fixture(engine, path, golden):
     golden(path.with_suffix(".expected.json"), json.dumps(_golden_view(report), indent=2, ensure_ascii=False) + "\n")
 
 
-def test_every_rule_is_top_of_a_fixture(engine, ruleset):
+def test_every_rule_is_top_of_a_fixture(ruleset):
+    # read from the goldens: test_fixture proves every golden equals its fixture's report
     tops = set()
     for path in LOGS:
-        rep = _report(engine, path)
-        if rep.findings:
-            tops.add(rep.findings[0].rule_id)
+        golden = path.with_suffix(".expected.json")
+        findings = json.loads(golden.read_text(encoding="utf-8"))["findings"] if golden.exists() else []
+        if findings:
+            tops.add(findings[0]["rule_id"])
     missing = sorted(r["id"] for r in ruleset.rules if r["id"] not in tops)
     assert not missing, f"rules that are the top finding of no fixture: {missing}"
 

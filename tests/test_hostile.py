@@ -137,13 +137,13 @@ def test_credentials_never_reach_output(form: str, fmt: str) -> None:
     assert core not in out and core[:10] not in out, (form, fmt)
 
 
-def test_credentials_masked_end_to_end_in_every_format(tmp_path: Path) -> None:
+def test_credentials_masked_end_to_end_in_every_format(tmp_path: Path, warm_cache: Path) -> None:
     line = " ".join(t for t, _ in SECRETS.values())
     log = tmp_path / "leak.log"
     log.write_text("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
                    f"    main({SECRETS['json-token'][0]})\nRuntimeError: {line}\n")
     for fmt in FORMATS:
-        r = run_cli("--format", fmt, "-v", str(log), env={"LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")})
+        r = run_cli("--format", fmt, "-v", str(log), env={"LLMTRIAGE_CACHE_DIR": str(warm_cache)})
         assert r.returncode == 1, r.stderr
         out = r.stdout.decode()
         for form, (_, core) in SECRETS.items():
@@ -306,6 +306,7 @@ def test_log_starting_with_nul_bytes_is_read() -> None:
 # --------------------------------------------------------------------------- 10-11. names and std streams
 
 
+@pytest.mark.slow   # one CLI run per format on a non-UTF-8 path
 def test_non_utf8_file_name(tmp_path: Path) -> None:
     d = Path(os.fsdecode(bytes(tmp_path) + b"/j\xff"))
     d.mkdir()
@@ -326,10 +327,10 @@ def test_non_utf8_file_name(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")
 @pytest.mark.parametrize("case", ["closed-stdout", "dev-full", "closed-stdin"])
-def test_std_stream_problems_give_one_line(tmp_path: Path, case: str) -> None:
+def test_std_stream_problems_give_one_line(tmp_path: Path, case: str, warm_cache: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text(OOM_TEXT)
-    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(warm_cache)}
     cmd = [sys.executable, "-m", "llmtriage"]
     if case == "closed-stdout":
         r = subprocess.run(cmd + [str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
@@ -392,6 +393,7 @@ def test_chain_bounded_first_and_last_with_count(n: int) -> None:
     assert exc.to_dict()["chain_omitted"] == exc.chain_omitted
 
 
+@pytest.mark.slow   # parses 10^5 chained exceptions
 def test_long_chain_parses_in_linear_time() -> None:
     def run(n: int) -> float:
         lines: list[str] = []
@@ -409,6 +411,7 @@ def test_long_chain_parses_in_linear_time() -> None:
 # --------------------------------------------------------------------------- 7. diff tables
 
 
+@pytest.mark.slow   # diffs two large generated runs
 def test_diff_flag_tables_bounded_and_say_so(tmp_path: Path) -> None:
     from llmtriage.job import diff as jobs
 
@@ -472,8 +475,8 @@ OOM_SH = "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes and signals")
-def test_run_survives_closed_stdout_and_still_diagnoses(tmp_path: Path) -> None:
-    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
+def test_run_survives_closed_stdout_and_still_diagnoses(tmp_path: Path, warm_cache: Path) -> None:
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(warm_cache)}
     script = f"for i in $(seq 1 20000); do echo line $i; done; {OOM_SH}"
     p = subprocess.Popen([sys.executable, "-m", "llmtriage", "run", "--", "sh", "-c", script],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -484,6 +487,7 @@ def test_run_survives_closed_stdout_and_still_diagnoses(tmp_path: Path) -> None:
     assert "torch-cuda-oom" in err and "Traceback" not in err
 
 
+@pytest.mark.slow   # a child that outlives the wrapper: waits for it
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 def test_run_grandchild_writing_after_exit_prints_no_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
@@ -502,10 +506,10 @@ def _state(pid: int) -> str:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
-def test_run_child_dies_with_a_killed_wrapper(tmp_path: Path) -> None:
+def test_run_child_dies_with_a_killed_wrapper(tmp_path: Path, warm_cache: Path) -> None:
     import signal
 
-    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(tmp_path / "c")}
+    env = {**os.environ, "LLMTRIAGE_CACHE_DIR": str(warm_cache)}
     pidfile = tmp_path / "pid"
     w = subprocess.Popen([sys.executable, "-m", "llmtriage", "run", "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 300"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

@@ -85,6 +85,7 @@ def test_specific_rules_rank_first(index, ruleset):
             assert index.search(query)[0]["rule_id"] == rid, query
 
 
+@pytest.mark.slow   # a kb search for every rule example
 def test_every_rules_example_log_pasted_finds_that_rule(index, ruleset):
     misses = []
     for r in ruleset.rules:
@@ -309,6 +310,7 @@ def _parse(path):
     return p
 
 
+@pytest.mark.slow   # builds the whole HTML site
 def test_site_pages_sections_and_links(site, ruleset):
     for lang_root in (site, site / "zh"):
         assert (lang_root / "index.html").exists()
@@ -331,6 +333,7 @@ def test_site_pages_sections_and_links(site, ruleset):
     assert check_site(site) == []
 
 
+@pytest.mark.slow   # builds the whole HTML site
 def test_site_rule_page_content(site, ruleset):
     parsed = _parse(site / "rules" / "torch-cuda-oom.html")
     text = "".join(parsed.text)
@@ -342,6 +345,7 @@ def test_site_rule_page_content(site, ruleset):
     assert "../../rules/torch-cuda-oom.html" in zh.links
 
 
+@pytest.mark.slow   # builds the whole HTML site
 def test_site_escapes_html(ruleset, tmp_path):
     rs = copy.copy(ruleset)
     rule = copy.deepcopy(ruleset.by_id["torch-cuda-oom"])
@@ -356,6 +360,7 @@ def test_site_escapes_html(ruleset, tmp_path):
     assert 'Bad <script>alert("x")</script> & title' in "".join(_parse(tmp_path / "rules" / "torch-cuda-oom.html").text)
 
 
+@pytest.mark.slow   # builds the whole HTML site
 def test_check_site_reports_missing_section_and_broken_link(ruleset, tmp_path):
     build_site(ruleset, tmp_path, langs=("en",), verified={})
     page = tmp_path / "rules" / "torch-cuda-oom.html"

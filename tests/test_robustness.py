@@ -362,6 +362,7 @@ def _wait_reading(p: subprocess.Popen, seconds: float = 3.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow   # signal timing: waits for the child to be reading
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_during_a_scan_exits_130_without_traceback():
     p = _popen("triage", "-", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -375,6 +376,7 @@ def test_ctrl_c_during_a_scan_exits_130_without_traceback():
     _no_traceback(err)
 
 
+@pytest.mark.slow   # signal timing: waits for the workers to block on fifos
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX fifos")
 def test_ctrl_c_with_parallel_jobs_exits_130_without_traceback(tmp_path):
     fifos = []

@@ -10,7 +10,7 @@ from llmtriage.workflows.testing import iter_examples, run_example, schema_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TAXONOMY = ROOT.parent / "shared" / "taxonomy.yaml"
-_RS = llmtriage.load_rules(use_cache=False)
+_RS = llmtriage.load_rules()      # only to list the examples at collection: the tests use the validated `ruleset`
 EXAMPLES = list(iter_examples(_RS.rules))
 
 

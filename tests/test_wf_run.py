@@ -22,9 +22,9 @@ CHILD = ("import sys\n"
 EXPECTED = "".join(f"line {i} {'out' if i % 2 == 0 else 'err'}\n" for i in range(N))
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
+def _env(cache: Path) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "COLUMNS")}
-    e["LLMTRIAGE_CACHE_DIR"] = str(tmp_path / "cache")
+    e["LLMTRIAGE_CACHE_DIR"] = str(cache)
     return e
 
 
@@ -33,23 +33,23 @@ def _wrapper(tmp_path: Path, log: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow   # six wrapped runs; test_streams_merged_forces_one_channel checks one in the fast tier
-def test_same_destination_keeps_the_exact_order_every_run(tmp_path):
+def test_same_destination_keeps_the_exact_order_every_run(tmp_path, warm_cache):
     """stdout and stderr into one pipe (as `2>&1 | tee`, or a CI runner): the kept log and the
     pass-through have the child's order, identical on every run."""
     for k in range(6):
         log = tmp_path / f"run{k}.log"
         r = subprocess.run(_wrapper(tmp_path, log), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           env=_env(tmp_path), timeout=120)
+                           env=_env(warm_cache), timeout=120)
         assert r.returncode == 3
         assert log.read_text() == EXPECTED, k
         assert r.stdout.decode().startswith(EXPECTED), k        # then the diagnosis
 
 
-def test_separate_destinations_keep_each_stream_apart(tmp_path):
+def test_separate_destinations_keep_each_stream_apart(tmp_path, warm_cache):
     """Captured separately (as `2> err.log`): the child's stdout reaches our stdout only, its stderr our
     stderr only, and the copy holds every line with each stream in its own order."""
     log = tmp_path / "copy.log"
-    r = subprocess.run(_wrapper(tmp_path, log), capture_output=True, env=_env(tmp_path), timeout=120)
+    r = subprocess.run(_wrapper(tmp_path, log), capture_output=True, env=_env(warm_cache), timeout=120)
     assert r.returncode == 3
     outs = [ln for ln in EXPECTED.splitlines(True) if ln.endswith("out\n")]
     errs = [ln for ln in EXPECTED.splitlines(True) if ln.endswith("err\n")]
@@ -60,16 +60,16 @@ def test_separate_destinations_keep_each_stream_apart(tmp_path):
     assert [x for x in kept if x.endswith("out\n")] == outs and [x for x in kept if x.endswith("err\n")] == errs
 
 
-def test_streams_merged_forces_one_channel(tmp_path):
+def test_streams_merged_forces_one_channel(tmp_path, warm_cache):
     log = tmp_path / "copy.log"
-    r = subprocess.run(_wrapper(tmp_path, log, "--streams", "merged"), capture_output=True, env=_env(tmp_path),
+    r = subprocess.run(_wrapper(tmp_path, log, "--streams", "merged"), capture_output=True, env=_env(warm_cache),
                        timeout=120)
     assert r.returncode == 3
     assert log.read_text() == EXPECTED and r.stdout.decode() == EXPECTED
     assert "exited with code 3" in r.stderr.decode()
 
 
-def test_on_a_terminal_the_child_gets_a_pseudo_terminal_in_order(tmp_path):
+def test_on_a_terminal_the_child_gets_a_pseudo_terminal_in_order(tmp_path, warm_cache):
     """Our stdout and stderr on one terminal: the child sees a terminal on both streams, and the
     terminal and the copy show its lines in the order written (no carriage returns in the copy)."""
     child = "import os, sys\nprint('isatty', os.isatty(1), os.isatty(2), flush=True)\n" + CHILD
@@ -77,7 +77,7 @@ def test_on_a_terminal_the_child_gets_a_pseudo_terminal_in_order(tmp_path):
     log = tmp_path / "copy.log"
     p = subprocess.Popen([sys.executable, "-m", "llmtriage", "run", "--log", str(log), "--no-color", "--",
                           sys.executable, "-c", child], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                         env=_env(tmp_path))
+                         env=_env(warm_cache))
     os.close(slave)
     seen = b""
     try:
