@@ -30,7 +30,6 @@ from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.ruleset.datafiles import data_file
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.engine.redact import clip
-from llmtriage.detect.threaddump import hang_finding
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2
@@ -67,16 +66,23 @@ class Marker:
     name: str
     kind: str
     literals: tuple[bytes, ...]
-    regex: Any
+    source: bytes
+
+    @property
+    def regex(self) -> Any:
+        """Compiled on first use: a marker whose literals never occur costs nothing at start-up."""
+        return _marker_rx(self.source)
+
+
+@lru_cache(maxsize=256)
+def _marker_rx(source: bytes) -> Any:
+    return re.compile(source, re.MULTILINE)
 
 
 @lru_cache(maxsize=1)
 def markers() -> tuple[Marker, ...]:
-    out = []
-    for m in verdict_spec()["markers"]:
-        out.append(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]),
-                          re.compile(m["regex"].encode(), re.MULTILINE)))
-    return tuple(out)
+    return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode())
+                 for m in verdict_spec()["markers"])
 
 
 @lru_cache(maxsize=64)
@@ -377,7 +383,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         root = root_exception(exceptions)
         if root is not None and not any(f.line <= root.line <= (f.last_line or f.line) for f in findings):
             findings.append(unknown_finding(root, lang))
-    if status == "running" and not any(f.severity == "error" for f in findings):
+    if status == "running" and report.extra.get("thread_dump") and not any(f.severity == "error" for f in findings):
+        from llmtriage.detect.threaddump import hang_finding   # deferred: loaded only by scans that met a thread dump
         hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang)
         if hang is not None:
             findings.append(hang)

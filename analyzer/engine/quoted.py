@@ -20,45 +20,57 @@ offsets stay, and everything downstream (Set, tracebacks, observers, verdict) se
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from types import SimpleNamespace
 
 MAX_LINES = 400          # a turn must close within this many lines of the same block
 HEADER_WINDOW = 8        # a `labels:` header counts within this many lines after a closed turn
 
 # any of these bytes in a block is needed before a line is examined (cheap memmem gate)
 _GATE = (b"<|", b"[INST]", b"<start_of_turn>", "<｜".encode())
-# a turn opens: the marker, then a role or text (never a quote: `'<|im_start|>' + role` is a template)
-_OPEN = re.compile(
-    rb"(?:^|[\s>\]:])(?:<\|im_start\|>(?:system|user|assistant|tool|human|gpt)\b"
-    rb"|(?:<\|begin_of_text\|>)?<\|start_header_id\|>(?:system|user|assistant|ipython|tool)<\|end_header_id\|>"
-    rb"|<start_of_turn>(?:user|model|system)\b"
-    rb"|(?:<s>\s*)?\[INST\](?=\s*[^\s'\"\]])"
-    rb"|<\|(?:user|system|assistant)\|>(?=\s*$|\s*[^\s'\"])"
-    + "|<｜(?:User|Assistant)｜>(?=[^'\"])".encode() + rb")"
-)
-_CLOSE = re.compile(
-    rb"<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>|<end_of_turn>|</s>|<\|endoftext\|>|<\|end_of_text\|>"
-    + "|<｜end▁of▁sentence｜>".encode()
-)
-# the text before an opening marker: a short label or prefix, never an error line quoting a template
+
+
+@lru_cache(maxsize=1)
+def _rx() -> SimpleNamespace:
+    """The patterns, compiled on the first block that passes the gate (start-up pays nothing)."""
+    return SimpleNamespace(
+        # a turn opens: the marker, then a role or text (never a quote: `'<|im_start|>' + role` is a template)
+        open=re.compile(
+            rb"(?:^|[\s>\]:])(?:<\|im_start\|>(?:system|user|assistant|tool|human|gpt)\b"
+            rb"|(?:<\|begin_of_text\|>)?<\|start_header_id\|>(?:system|user|assistant|ipython|tool)<\|end_header_id\|>"
+            rb"|<start_of_turn>(?:user|model|system)\b"
+            rb"|(?:<s>\s*)?\[INST\](?=\s*[^\s'\"\]])"
+            rb"|<\|(?:user|system|assistant)\|>(?=\s*$|\s*[^\s'\"])"
+            + "|<｜(?:User|Assistant)｜>(?=[^'\"])".encode() + rb")"),
+        close=re.compile(
+            rb"<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>|<end_of_turn>|</s>|<\|endoftext\|>|<\|end_of_text\|>"
+            + "|<｜end▁of▁sentence｜>".encode()),
+        # the text before an opening marker: a short label or prefix, never an error line quoting a template
+        not_before=re.compile(rb"Error|Exception|Traceback|Warning|WARN"),
+        header=re.compile(rb"^\s*(?:\[[^\]]{1,40}\]:?\s*)?(?:\w+_)?(?:labels?|inputs?|outputs?|response|completion"
+                          rb"|prompt|chosen|rejected)\s*:\s*$"),
+    )
+
+
 _BEFORE_MAX = 60
-_NOT_BEFORE = re.compile(rb"Error|Exception|Traceback|Warning|WARN")
-_HEADER = re.compile(rb"^\s*(?:\[[^\]]{1,40}\]:?\s*)?(?:\w+_)?(?:labels?|inputs?|outputs?|response|completion|prompt|chosen|rejected)\s*:\s*$")
 
 
 def _opens(line: bytes) -> bool:
-    m = _OPEN.search(line)
+    rx = _rx()
+    m = rx.open.search(line)
     if m is None:
         return False
     before = line[:m.start()]
-    return len(before) <= _BEFORE_MAX and _NOT_BEFORE.search(before) is None
+    return len(before) <= _BEFORE_MAX and rx.not_before.search(before) is None
 
 
 def _closes_after_last_open(line: bytes) -> bool:
     """The line leaves the sample: a close marker after the line's last opening marker."""
-    closes = [m.end() for m in _CLOSE.finditer(line)]
+    rx = _rx()
+    closes = [m.end() for m in rx.close.finditer(line)]
     if not closes:
         return False
-    opens = [m.end() for m in _OPEN.finditer(line)]
+    opens = [m.end() for m in rx.open.finditer(line)]
     return not opens or closes[-1] > opens[-1]
 
 
@@ -72,7 +84,7 @@ def spans(lines: bytes) -> list[tuple[int, int]]:
     n = len(rows)
     while i < n:
         row = rows[i]
-        header = i - after_close <= HEADER_WINDOW and _HEADER.match(row) is not None
+        header = i - after_close <= HEADER_WINDOW and _rx().header.match(row) is not None
         if not header and not ((b"<" in row or b"[INST]" in row) and _opens(row)):
             i += 1
             continue
