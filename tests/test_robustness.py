@@ -326,9 +326,15 @@ def test_redact_patterns():
 
 # ------------------------------------------------------------------------------ interruptions
 
+def _default_sigint() -> None:
+    # A test run started in the background by a shell without job control inherits SIGINT ignored, and a
+    # Python child that starts with SIGINT ignored never sees Ctrl-C: give the child the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(*args: str, **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "llmtriage", *args], env=env, **kw)
+    return subprocess.Popen([sys.executable, "-m", "llmtriage", *args], env=env, preexec_fn=_default_sigint, **kw)
 
 
 def _no_traceback(err: bytes) -> None:
