@@ -115,7 +115,7 @@ def test_thread_dump_waiting_in_a_collective_with_no_progress_after_is_a_hang():
     assert rep.extra["status"] == "running"
     assert [(f.category, f.rule_id) for f in errs] == [("nccl-timeout", "thread-dump-collective-hang")]
     assert "all_reduce" in errs[0].message and "train_step (/workspace/moe/train.py:311)" in errs[0].message
-    assert errs[0].action in ("retry", "fix") and errs[0].action_reason
+    assert errs[0].action == "fix" and "never entered" in errs[0].action_reason   # override hang-seen-in-a-thread-dump
 
 
 def test_thread_dump_with_progress_after_it_is_not_a_hang():
