@@ -9,7 +9,8 @@ Sources: the installed distribution of each library in `catalogue/libraries.yaml
 sdist in `--src` (`pip download --no-deps -d DIR transformers==4.57.1`), read straight from the
 archive. Writes `catalogue/<lib>-<version>.tsv` (one row per distinct wording: first file:line and the
 number of further copies, kind, exception type, relevant?, status, template) and `catalogue/SUMMARY.md`.
-Status is the top finding's rule id, `allow:<id>` from `catalogue/allow.yaml`, or `-` (uncovered).
+Status is the top finding's rule id, `allow:<id>` from `catalogue/allow.yaml`, or `-` (uncovered); SUMMARY.md
+also counts the uncovered wordings whose words place them in a failure family (rules/families.yaml).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from typing import Iterator
 import yaml
 
 import llmtriage
+from llmtriage.detect.family import family_of
 from catalogue_extract import Message, Wild, extract
 
 HERE = Path(__file__).resolve().parent / "catalogue"
@@ -225,6 +227,8 @@ def stats_of(rows: list) -> Counter:
         if r["rel"] == "R":
             s["relevant"] += 1
             s["uncovered" if r["status"] == "-" else "allowed" if r["status"].startswith("allow:") else "matched"] += 1
+            # an uncovered wording the verdict would still place in a failure family (rules/families.yaml)
+            s["family"] += r["status"] == "-" and family_of(f"{r['type']}: {r['template']}") is not None
     return s
 
 
@@ -291,13 +295,14 @@ def read_tsv(path: Path) -> list:
 
 def summary(results: list) -> str:
     head = ("| library | version | files with messages | wordings | warnings (hit an error rule) | errors | "
-            "relevant | matched | allow-listed | uncovered | relevant covered |")
+            "relevant | matched | allow-listed | uncovered | uncovered, family named | relevant covered |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for lib, version, s in results:
         rel = s["relevant"] or 1
         out.append(f"| {lib} | {version} | {s['files']} | {s['messages']} | {s['warnings']} ({s['warn_err']}) | "
                    f"{s['errors']} | {s['relevant']} | {s['matched']} ({100 * s['matched'] / rel:.0f}%) | "
-                   f"{s['allowed']} | {s['uncovered']} | {100 * (s['matched'] + s['allowed']) / rel:.0f}% |")
+                   f"{s['allowed']} | {s['uncovered']} | {s['family']} ({100 * s['family'] / (s['uncovered'] or 1):.0f}%) | "
+                   f"{100 * (s['matched'] + s['allowed']) / rel:.0f}% |")
     return "\n".join(out) + "\n"
 
 

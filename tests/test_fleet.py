@@ -279,3 +279,19 @@ def test_package_level_api_is_the_documented_one(tmp_path):
     code = "import sys, llmtriage.fleet\nprint(','.join(m for m in ('ray', 'pyarrow', 'fsspec') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert r.stdout.decode().strip() == "", r.stdout.decode()
+
+
+def test_a_cluster_in_a_failure_family_gets_a_draft_in_that_category(tmp_path):
+    d = tmp_path / "fam"
+    d.mkdir()
+    for i, n in enumerate((3, 5)):
+        _job_log(d / f"run-{i}.log", f"[rank{i}]: ",
+                 f"Traceback (most recent call last):\n  File \"sched.py\", line 3, in <module>\n"
+                 f"QuuxAllocError: device memory exhausted on accelerator {n}: out of memory")
+    s = summarize(rows([str(d)]))
+    assert s["by_category"] == {"cuda-oom": 2}              # the verdict read the family from the wording
+    (cluster,) = s["unknown_clusters"]                       # still unrecognised: it needs a rule
+    assert cluster["count"] == 2
+    draft = yaml.safe_load(cluster["draft_rule"])
+    assert draft["category"] == "cuda-oom" and "CHOOSE-A-CATEGORY" not in cluster["draft_rule"]
+    assert "rules/families.yaml" in cluster["draft_rule"].splitlines()[0]

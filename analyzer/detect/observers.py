@@ -78,7 +78,8 @@ class VerdictObserver:
 
     def finish(self, report: Any, findings: list[Any]) -> Optional[list[Any]]:
         scan = self.scan
-        return judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id)
+        return judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id,
+                     getattr(scan.ruleset, "taxonomy", None))
 
 
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps]

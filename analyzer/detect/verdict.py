@@ -30,6 +30,7 @@ from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.ruleset.datafiles import data_file
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.engine.redact import clip
+from llmtriage.detect.family import family_of
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2
@@ -362,8 +363,30 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
             u.role = "symptom"          # the promoted cause explains this exception: one root cause, not two
 
 
+def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], lang: Optional[str],
+                   taxonomy: dict[str, str]) -> None:
+    """An unexplained death whose words belong to one failure family (detect/family.py) takes that
+    family's category; it keeps rule id `unknown` and low confidence."""
+    spec = verdict_spec()["unknown"]["family"]
+    for f in findings:
+        if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
+            continue
+        exc = next((e for e in exceptions if e.line == f.line), None)
+        got = family_of("\n".join([f.evidence, *(exc.chain if exc is not None else ())]))
+        if got is None or got[0] not in taxonomy:
+            continue
+        family, words = got
+        f.category = family
+        f.captures = {**f.captures, "family": family, "family_words": ", ".join(w[:60] for w in words)}
+        f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=family)[:90]
+        f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])
+        f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=family),
+                    "detail": tr(spec["fix"]["detail"], lang, family=family)}, *f.fixes]
+
+
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
-          scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any]) -> list[Finding]:
+          scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any],
+          taxonomy: Optional[dict[str, str]] = None) -> list[Finding]:
     """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings."""
     status, evidence = status_of(scanner, exceptions)
     report.extra["status"] = status
@@ -392,6 +415,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         findings.append(_death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang)
     _yield_unknown(findings, lang)
+    if taxonomy:
+        _name_families(findings, exceptions, lang, taxonomy)
     findings.sort(key=Finding.sort_key)
     for f in findings:
         f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id)

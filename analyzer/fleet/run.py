@@ -323,7 +323,7 @@ def _fill(row: dict[str, Any], rep: Report, top: Optional[Finding], failed: bool
         row.update(category=top.category, rule_id=top.rule_id, severity=top.severity, line=top.line,
                    message=redact(top.message)[:2000], evidence=redact(top.evidence)[:1000])
         row["gpu"] = top.captures.get("pci") or top.captures.get("gpu")
-        if top.category == "unknown":
+        if top.rule_id == "unknown":
             row["unknown_template"] = template_of(redact(top.evidence or top.message))
 
 

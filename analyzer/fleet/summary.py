@@ -70,14 +70,14 @@ def unknown_clusters(rows: list[dict[str, Any]], lang: Optional[str] = None) -> 
     """Unrecognised failures grouped by masked message template, largest first, each with a draft rule."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        if is_failed(r) and r.get("category") == "unknown" and r.get("unknown_template"):
+        if is_failed(r) and r.get("rule_id") == "unknown" and r.get("unknown_template"):
             groups[r["unknown_template"]].append(r)
     out = []
     for tpl, rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_CLUSTERS]:
         ex = rs[0]
         example = ex.get("evidence") or ex.get("message") or tpl
         out.append({"template": tpl, "count": len(rs), "example_source": ex["source"], "example": example,
-                    "draft_rule": draft_rule(tpl, example, len(rs), lang)})
+                    "draft_rule": draft_rule(tpl, example, len(rs), lang, family=_family(rs))})
     return out
 
 
@@ -107,9 +107,17 @@ def _literal(text: str) -> str:
     return re.sub(r"(?:\\s\+)+", r"\\s+", "".join(out))
 
 
-def draft_rule(template: str, example: str, count: int, lang: Optional[str] = None) -> str:
+def _family(rows: list[dict[str, Any]]) -> Optional[str]:
+    """The failure family the verdict named for a cluster's rows (one template, so one family), if any."""
+    fams = {r.get("category") for r in rows} - {None, "unknown"}
+    return fams.pop() if len(fams) == 1 else None
+
+
+def draft_rule(template: str, example: str, count: int, lang: Optional[str] = None,
+               family: Optional[str] = None) -> str:
     """A rule file (YAML text) for one cluster, in the shape `llmtriage rules validate` accepts once
-    its placeholder category is replaced by a real one."""
+    its placeholder category is replaced by a real one (pre-filled with the cluster's failure family
+    when the verdict named one: review it)."""
     import yaml   # deferred: yaml only when draft rules are written
 
     t = texts(lang)["draft"]
@@ -123,7 +131,7 @@ def draft_rule(template: str, example: str, count: int, lang: Optional[str] = No
     headline = re.sub(r"[{}\[\]]", "", template)[:200]
     rule = {
         "id": rid,
-        "category": "CHOOSE-A-CATEGORY",
+        "category": family or "CHOOSE-A-CATEGORY",
         "title": t["title"].format(template_short=_short(headline, 50))[:90],
         "status": "preview",
         "role": "cause",
@@ -141,7 +149,8 @@ def draft_rule(template: str, example: str, count: int, lang: Optional[str] = No
         },
     }
     body = yaml.safe_dump(rule, sort_keys=False, allow_unicode=True, width=200)
-    return f"# {t['category_note']}\n{body}"
+    note = t["family_note"].format(family=family) if family else t["category_note"]
+    return f"# {note}\n{body}"
 
 
 def _short(text: str, n: int) -> str:

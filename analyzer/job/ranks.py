@@ -18,7 +18,7 @@ TEARDOWN_EXC = {"KeyboardInterrupt", "SystemExit", "SignalException", "ChildFail
 def is_cascade(f: Finding) -> bool:
     if f.category in CASCADE_CATEGORIES or f.role == "symptom":
         return True
-    return f.category == "unknown" and f.captures.get("type", "").rsplit(".", 1)[-1] in TEARDOWN_EXC
+    return f.rule_id == "unknown" and f.captures.get("type", "").rsplit(".", 1)[-1] in TEARDOWN_EXC
 
 
 def status_of(findings: list[Finding]) -> tuple[str, Optional[Finding]]:

@@ -1,0 +1,113 @@
+"""Failure families (rules/families.yaml, detect/family.py): an unexplained death whose wording
+belongs to one failure class takes that category, keeps rule id `unknown` and low confidence; a
+code bug, a tie between families or a survived error stays plainly unknown."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import llmtriage
+from llmtriage.detect.family import family_of, scores
+
+RULES = Path(__file__).resolve().parents[1] / "rules"
+
+
+def _crash(headline: str, *chain: str) -> str:
+    parts = []
+    for c in chain:
+        parts += ["Traceback (most recent call last):", '  File "/app/train.py", line 10, in <module>', "    step()", c, "",
+                  "During handling of the above exception, another exception occurred:", ""]
+    parts += ["Traceback (most recent call last):", '  File "/app/train.py", line 12, in <module>', "    main()", headline]
+    return "\n".join(parts) + "\n"
+
+
+def _top(text: str, lang=None):
+    rep = llmtriage.analyze(text.encode(), lang=lang)
+    errs = [f for f in rep.findings if f.severity == "error"]
+    return rep, (errs[0] if errs else None)
+
+
+def test_every_family_is_a_category_and_every_cue_is_re2_safe():
+    spec = yaml.safe_load((RULES / "families.yaml").read_text(encoding="utf-8"))
+    cats = set(yaml.safe_load((RULES / "taxonomy.yaml").read_text(encoding="utf-8"))["categories"]) - {"unknown"}
+    assert set(spec["families"]) <= cats
+    re2 = pytest.importorskip("re2")
+    opts = re2.Options()
+    opts.case_sensitive = False
+    for fam, cues in spec["families"].items():
+        for c in cues:
+            assert c["weight"] in (1, 2, 3, 4, 5), (fam, c)
+            re2.compile(c["cue"], opts)     # raises on a construct RE2 lacks (backreference, lookaround)
+
+
+@pytest.mark.parametrize("text, family", [
+    ("RuntimeError: HIP error: hipErrorOutOfMemory", "cuda-oom"),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.", "nccl-timeout"),
+    ("OSError: [Errno 122] Disk quota exceeded: '/home/u/ckpt/model.safetensors'", "disk-full"),
+    ("zmq.error.ZMQError: Address already in use (addr='tcp://10.0.0.1:5557')", "port-in-use"),
+    ("OSError: [Errno 12] Cannot allocate memory", "host-oom"),
+    ("ValueError: FlashAttention only supports Ampere GPUs or newer.", "cuda-version-mismatch"),
+    ("ModuleNotFoundError: No module named 'transformers.models.qwen3_vl'", "dependency-mismatch"),
+    ("ModuleNotFoundError: No module named 'liger_kernel'", "missing-dependency"),
+    ("socket.gaierror: [Errno -3] Temporary failure in name resolution", "hub-unreachable"),
+    ("RuntimeError: 显存不足，无法分配 2.00 GiB", "cuda-oom"),
+])
+def test_a_new_wording_is_placed_in_its_family(text, family):
+    got = family_of(text)
+    assert got is not None and got[0] == family, scores(text)[:3]
+
+
+@pytest.mark.parametrize("text", [
+    "KeyError: 'input_ids'",
+    "AttributeError: 'NoneType' object has no attribute 'shape'",
+    "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
+    "IndexError: pop from empty list",
+    "ValueError: too many values to unpack (expected 2)",
+    "RuntimeError: Boolean value of Tensor with more than one value is ambiguous",
+    "SystemExit: 1",
+])
+def test_a_code_bug_names_no_family(text):
+    assert family_of(text) is None, scores(text)[:3]
+
+
+def test_a_tie_between_families_names_none():
+    # as much evidence for GPU memory as for a full disk: no family leads by the margin
+    assert family_of("RuntimeError: out of memory and no space left on device") is None
+
+
+def test_the_verdict_names_the_family_and_keeps_the_finding_unknown():
+    rep, top = _top(_crash("RuntimeError: acl backend: device memory exhausted, out of memory on npu 3"))
+    assert (top.rule_id, top.category, top.confidence) == ("unknown", "cuda-oom", "low")
+    assert top.captures["family"] == "cuda-oom" and "out of memory" in top.captures["family_words"]
+    assert "cuda-oom" in top.title and top.fixes[0]["detail"] == "llmtriage kb show cuda-oom"
+    assert rep.extra["action"] == "fix"          # the family's default action, not a guess of its own
+
+
+def test_a_chained_cause_places_the_wrapper():
+    # the headline says nothing; the exception it was raised from names the family
+    _, top = _top(_crash("RuntimeError: worker step failed", "objstore.WriteError: bucket quota exceeded for ckpt/"))
+    assert (top.rule_id, top.category) == ("unknown", "disk-full")
+
+
+def test_chinese_text_for_a_family():
+    _, top = _top(_crash("RuntimeError: acl backend: device memory exhausted, out of memory on npu 3"), lang="zh")
+    assert top.rule_id == "unknown" and top.category == "cuda-oom"
+    assert "类故障" in top.title and "故障" in top.cause
+
+
+def test_a_code_bug_stays_unknown_and_a_survived_error_is_not_placed():
+    _, top = _top(_crash("KeyError: 'input_ids'"))
+    assert (top.rule_id, top.category) == ("unknown", "unknown")
+    survived = ("ConnectionError: out of memory on the router, retrying\n"
+                + "".join(f"{{'loss': 1.{i}, 'grad_norm': 0.9, 'learning_rate': 1e-05, 'epoch': 0.{i}}}\n" for i in range(40))
+                + "Training completed.\n")
+    rep = llmtriage.analyze(survived.encode())
+    assert not any(f.severity == "error" for f in rep.findings)
+    assert all(f.category == "unknown" for f in rep.findings if f.rule_id == "unknown")
+
+
+def test_a_rule_still_wins_over_a_family():
+    _, top = _top(_crash("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB"))
+    assert top.rule_id != "unknown" and top.category == "cuda-oom" and top.confidence != "low"
