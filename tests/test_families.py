@@ -111,3 +111,19 @@ def test_a_code_bug_stays_unknown_and_a_survived_error_is_not_placed():
 def test_a_rule_still_wins_over_a_family():
     _, top = _top(_crash("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB"))
     assert top.rule_id != "unknown" and top.category == "cuda-oom" and top.confidence != "low"
+
+
+def test_an_opaque_headline_is_read_with_the_error_lines_before_it():
+    log = ("INFO 12-01 10:00:00 engine.py:88 starting engine\n"
+           "ERROR 12-01 10:00:03 worker.py:412 zz backend: failed to reserve workspace: device out of memory\n"
+           "INFO 12-01 10:00:03 engine.py:90 shutting down\n"
+           + _crash("RuntimeError: Engine process failed to start. See stack trace for the root cause."))
+    _, top = _top(log)
+    assert (top.rule_id, top.category) == ("unknown", "cuda-oom")
+
+
+def test_a_warning_before_an_opaque_headline_places_nothing():
+    log = ("/usr/lib/python3/site-packages/zz/memory.py:12: UserWarning: device out of memory fallback disabled\n"
+           + _crash("RuntimeError: Engine process failed to start. See stack trace for the root cause."))
+    _, top = _top(log)
+    assert (top.rule_id, top.category) == ("unknown", "unknown")

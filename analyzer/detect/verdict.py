@@ -109,6 +109,10 @@ def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any,
     return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active
 
 
+_ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|what\(\)|cannot|unable)\b")
+_NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback")   # warnings are the usual trap; frames are code
+
+
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").strip()[:300]
 
@@ -129,8 +133,10 @@ class Scanner:
         self._others = tuple(m for m in self.markers if m.kind != "progress")
         self._gate, self._active = _literal_gate(self._others, frozenset())
         self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
+        self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
+        self._tail = [*self._tail[-1:], (line_base, view)]
         self._progress(lines, view, line_base)
         if self._gate is None:
             return
@@ -189,6 +195,20 @@ class Scanner:
         if best >= 0:
             self.seen.add("progress")
             self._last_prog = (line_base, lines, best)     # its line number is counted when asked
+
+    def error_lines_before(self, line: int) -> str:
+        """The error lines among the `family.context_lines` lines before `line` (1-based), when they
+        are still in the last two blocks: what a framework printed just before an opaque death
+        ("Engine process failed to start. See stack trace", "The Inner error is reported as above")."""
+        spec = verdict_spec()["unknown"]["family"]
+        want, keep = int(spec["context_lines"]), int(spec["context_keep"])
+        rows: list[bytes] = []
+        for base, view in self._tail:
+            for n, raw in enumerate(view.split(b"\n"), start=base + 1):
+                if line - want <= n < line:
+                    rows.append(raw)
+        picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
+        return "\n".join(_text(r) for r in picked[-keep:])
 
     @property
     def last_progress(self) -> int:
@@ -363,8 +383,8 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
             u.role = "symptom"          # the promoted cause explains this exception: one root cause, not two
 
 
-def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], lang: Optional[str],
-                   taxonomy: dict[str, str]) -> None:
+def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner,
+                   lang: Optional[str], taxonomy: dict[str, str]) -> None:
     """An unexplained death whose words belong to one failure family (detect/family.py) takes that
     family's category; it keeps rule id `unknown` and low confidence."""
     spec = verdict_spec()["unknown"]["family"]
@@ -372,7 +392,11 @@ def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], lan
         if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
             continue
         exc = next((e for e in exceptions if e.line == f.line), None)
-        got = family_of("\n".join([f.evidence, *(exc.chain if exc is not None else ())]))
+        own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
+        got = family_of(own)
+        if got is None:      # an opaque headline: the error lines printed just before it
+            context = scanner.error_lines_before(f.line)
+            got = family_of(own + "\n" + context) if context else None
         if got is None or got[0] not in taxonomy:
             continue
         family, words = got
@@ -416,7 +440,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _after_death(findings, evidence if status == "crashed" else None, lang)
     _yield_unknown(findings, lang)
     if taxonomy:
-        _name_families(findings, exceptions, lang, taxonomy)
+        _name_families(findings, exceptions, scanner, lang, taxonomy)
     findings.sort(key=Finding.sort_key)
     for f in findings:
         f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id)
