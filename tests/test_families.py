@@ -127,3 +127,22 @@ def test_a_warning_before_an_opaque_headline_places_nothing():
            + _crash("RuntimeError: Engine process failed to start. See stack trace for the root cause."))
     _, top = _top(log)
     assert (top.rule_id, top.category) == ("unknown", "unknown")
+
+
+def test_a_cpp_terminate_yields_to_the_family_of_the_message_it_wraps():
+    log = ("loading model weights ... done\n"
+           "terminate called after throwing an instance of 'std::runtime_error'\n"
+           "  what():  zz engine: device memory exhausted while reserving the kv cache (out of memory)\n"
+           "Aborted (core dumped)\n")
+    rep, top = _top(log)
+    assert (top.rule_id, top.category) == ("unknown", "cuda-oom")
+    wrapper = next(f for f in rep.findings if f.rule_id == "cpp-terminate-uncaught")
+    assert wrapper.role == "symptom"
+
+
+def test_a_cpp_terminate_with_a_plain_message_stays_a_native_crash():
+    log = ("terminate called after throwing an instance of 'std::logic_error'\n"
+           "  what():  basic_string::_M_construct null not valid\n"
+           "Aborted (core dumped)\n")
+    _, top = _top(log)
+    assert top.category == "native-crash" and top.rule_id != "unknown"

@@ -109,7 +109,7 @@ def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any,
     return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active
 
 
-_ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|what\(\)|cannot|unable)\b")
+_ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|cannot|unable)\b|\bwhat\(\)")
 _NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback")   # warnings are the usual trap; frames are code
 
 
@@ -196,16 +196,17 @@ class Scanner:
             self.seen.add("progress")
             self._last_prog = (line_base, lines, best)     # its line number is counted when asked
 
-    def error_lines_before(self, line: int) -> str:
-        """The error lines among the `family.context_lines` lines before `line` (1-based), when they
-        are still in the last two blocks: what a framework printed just before an opaque death
-        ("Engine process failed to start. See stack trace", "The Inner error is reported as above")."""
+    def error_lines_around(self, line: int, after: int = 0) -> str:
+        """The error lines among the `family.context_lines` lines before `line` (1-based) and the
+        `after` lines after it, when they are still in the last two blocks: what a framework printed
+        around an opaque death ("Engine process failed to start. See stack trace", "The Inner error
+        is reported as above", a C++ terminate whose what() follows)."""
         spec = verdict_spec()["unknown"]["family"]
         want, keep = int(spec["context_lines"]), int(spec["context_keep"])
         rows: list[bytes] = []
         for base, view in self._tail:
             for n, raw in enumerate(view.split(b"\n"), start=base + 1):
-                if line - want <= n < line:
+                if line - want <= n <= line + after and n != line:
                     rows.append(raw)
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
@@ -388,6 +389,18 @@ def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], sca
     """An unexplained death whose words belong to one failure family (detect/family.py) takes that
     family's category; it keeps rule id `unknown` and low confidence."""
     spec = verdict_spec()["unknown"]["family"]
+    wrappers = set(spec.get("wrappers", ()))
+    for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.role == "cause"]:
+        # a signature that only says how the process died (a C++ terminate, a segfault): the message
+        # it wraps, or the error printed just before, may name a failure family it cannot
+        if any(g.severity == "error" and g.role == "cause" and g is not w and g.line <= w.line for g in findings):
+            continue
+        got = family_of(w.evidence + "\n" + scanner.error_lines_around(w.line, int(spec["wrapper_after"])))
+        if got is not None and got[0] != w.category and got[0] in taxonomy:
+            u = _death_unknown({"line": w.line, "name": w.rule_id, "evidence": w.evidence}, lang)
+            _place(u, got, spec, lang, taxonomy)
+            w.role = "symptom"
+            findings.append(u)
     for f in findings:
         if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
             continue
@@ -395,17 +408,22 @@ def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], sca
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         got = family_of(own)
         if got is None:      # an opaque headline: the error lines printed just before it
-            context = scanner.error_lines_before(f.line)
+            context = scanner.error_lines_around(f.line)
             got = family_of(own + "\n" + context) if context else None
         if got is None or got[0] not in taxonomy:
             continue
-        family, words = got
-        f.category = family
-        f.captures = {**f.captures, "family": family, "family_words": ", ".join(w[:60] for w in words)}
-        f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=family)[:90]
-        f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])
-        f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=family),
-                    "detail": tr(spec["fix"]["detail"], lang, family=family)}, *f.fixes]
+        _place(f, got, spec, lang, taxonomy)
+
+
+def _place(f: Finding, got: tuple[str, list[str]], spec: dict[str, Any], lang: Optional[str],
+           taxonomy: dict[str, str]) -> None:
+    family, words = got
+    f.category = family
+    f.captures = {**f.captures, "family": family, "family_words": ", ".join(w[:60] for w in words)}
+    f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=family)[:90]
+    f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])
+    f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=family),
+                "detail": tr(spec["fix"]["detail"], lang, family=family)}, *f.fixes]
 
 
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
