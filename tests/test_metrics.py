@@ -237,6 +237,11 @@ def test_detector_texts_are_complete():
     (b"Epoch 3: 100%|##########| 50/50 [00:10<00:00,  4.90it/s, Loss: 1.14]", (50, 1.14, None, None, 3)),
     (b" 45%|####5     | 450/1000 [01:23<01:42,  5.38it/s, loss=0.5]", (450, 0.5, None, None, None)),
     (b"{'loss': '4.131', 'grad_norm': '2.2', 'learning_rate': '0', 'epoch': '0.25'}", (None, 4.131, 2.2, 0.0, 0.25)),
+    # a custom loop's pipe-separated record (space between key and value)
+    (b"| step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |", (20, 3.1021, 0.0, 2e-4, None)),
+    # "Epoch 2/3" counts from 1: one epoch done plus 40% of the second
+    (b"Epoch 2/3: 40%|####      | 40/100 [00:10<00:15, 4.0it/s, loss=0.0003, grad_norm=0.0006]", (40, 0.0003, 0.0006, None, 1.4)),
+    (b"Epoch 3/3 - loss: 0.1", (None, 0.1, None, None, 2.0)),
 ])
 def test_parse_line_more_formats(line, expect):
     got = P.parse_line(line)

@@ -8,6 +8,9 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   Lightning            Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, v_num=0, train_loss=2.310]
   tqdm postfix         100%|####| 50/50 [00:10<00:00, 4.9it/s, Loss: 1.14]   |  ... loss=0.5]
   verl / TRL (RL)      step:12 - actor/pg_loss:-0.004 - actor/kl_loss:0.001 - actor/grad_norm:0.23 - actor/lr:1e-06
+  pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |
+  Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
+                       ordinal: epochs completed are N-1 plus the bar's fraction)
 
 Lines without a training loss (eval/validation/test losses, the Trainer's end-of-run `train_loss`
 average, a bare `loss scale`) give no record. Skipped-step counters that carry no loss (DeepSpeed
@@ -24,7 +27,9 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
-              rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]""")
+              rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]""")
+# "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
+EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
 STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
 BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
 OVERFLOW_SRC = rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale"
@@ -98,6 +103,9 @@ class Regexes(Lazy):
 
     def _make_keyval_fast(self) -> Any:
         return re.compile(_KEYVAL_FAST_SRC)
+
+    def _make_EPOCH_OF(self) -> Any:
+        return re.compile(EPOCH_OF_SRC)
 
     def _make_DS_SKIPS(self) -> Any:
         return re.compile(DS_SKIPS_SRC)
@@ -187,10 +195,15 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                 out[k] = num(m.group(2))
     if out[1] is None:
         return None
-    if out[0] is None:
-        b = R.BAR.search(text)
-        if b:
-            out[0] = int(b.group(1))
+    b = R.BAR.search(text) if out[0] is None or out[4] is not None else None
+    if out[0] is None and b:
+        out[0] = int(b.group(1))
+    if out[4] is not None and b"/" in low:
+        e = R.EPOCH_OF.search(low)
+        if e and e.group(1).isdigit() and int(e.group(1)) >= 1 and int(e.group(1)) <= int(e.group(2)):
+            done = int(e.group(1)) - 1          # an ordinal: the epochs completed before this one
+            frac = int(b.group(1)) / int(b.group(2)) if b and int(b.group(2)) else 0.0
+            out[4] = done + min(frac, 1.0)
     return tuple(out)  # type: ignore[return-value]
 
 
