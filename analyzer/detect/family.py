@@ -45,11 +45,12 @@ def scores(text: str) -> list[tuple[int, str, list[str]]]:
     return sorted(((w, c, words[c]) for c, w in totals.items()), key=lambda t: (-t[0], t[1]))
 
 
-def family_of(text: str) -> Optional[tuple[str, list[str]]]:
-    """(family, the words that placed it) when one family clearly leads, else None."""
+def family_of(text: str, extra: int = 0) -> Optional[tuple[str, list[str]]]:
+    """(family, the words that placed it) when one family clearly leads, else None; `extra` raises
+    the minimum weight (displacing a recognised signature needs more than naming an unknown)."""
     ranked = scores(text)
     fam = _families()
-    if not ranked or ranked[0][0] < fam["min"]:
+    if not ranked or ranked[0][0] < fam["min"] + extra:
         return None
     if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < fam["margin"]:
         return None

@@ -395,7 +395,9 @@ def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], sca
         # it wraps, or the error printed just before, may name a failure family it cannot
         if any(g.severity == "error" and g.role == "cause" and g is not w and g.line <= w.line for g in findings):
             continue
-        got = family_of(w.evidence + "\n" + scanner.error_lines_around(w.line, int(spec["wrapper_after"])))
+        # the wrapper's own line is left out: it is the death itself, often a launcher's command line
+        context = scanner.error_lines_around(w.line, int(spec["wrapper_after"]))
+        got = family_of(context, extra=int(spec["wrapper_extra_weight"])) if context else None
         if got is not None and got[0] != w.category and got[0] in taxonomy:
             u = _death_unknown({"line": w.line, "name": w.rule_id, "evidence": w.evidence}, lang)
             _place(u, got, spec, lang, taxonomy)
