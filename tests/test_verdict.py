@@ -338,3 +338,26 @@ def test_llama_cpp_exit_lines_are_death_evidence():
     rep = run(text)
     assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "llama-cpp-exit"
     assert errors(rep), "a crashed report always has an error finding"
+
+
+def test_a_pod_state_from_kubectl_describe_is_death_evidence():
+    log = ("Name:         sft-worker-0\nNamespace:    train\nStatus:       Running\n"
+           "    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n"
+           "    Ready:          False\n"
+           "  Warning  BackOff  12s (x4 over 1m)  kubelet  Back-off restarting failed container trainer in pod sft-worker-0\n")
+    rep = llmtriage.analyze(log.encode())
+    assert rep.extra["status"] == "crashed"
+    assert rep.extra["death"]["name"] == "k8s-container-died"
+
+
+def test_a_client_that_closed_its_request_is_survived():
+    load = ('time=2025-03-02T10:02:13.402Z level=WARN source=server.go:568 msg="client connection closed before server '
+            'finished loading, aborting load"\n'
+            'time=2025-03-02T10:02:13.402Z level=ERROR source=sched.go:455 msg="error loading llama server" '
+            'error="timed out waiting for llama runner to start: context canceled"\n')
+    closed = '[GIN] 2025/03/02 - 10:02:13 | 499 |  2.301118903s |      172.18.0.3 | POST     "/api/chat"\n'
+    served = '[GIN] 2025/03/02 - 10:02:20 | 200 |  5.1s |      172.18.0.3 | POST     "/api/chat"\n'
+    rep = llmtriage.analyze((load + closed + served).encode())
+    assert rep.extra["status"] != "crashed" and not any(f.severity == "error" for f in rep.findings)
+    # without the 499 (the server answered nobody), the failed load is the death
+    assert llmtriage.analyze((load + served).encode()).extra["status"] == "crashed"
