@@ -27,10 +27,10 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.ruleset.datafiles import data_file
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.engine.redact import clip
-from llmtriage.detect.family import family_of
+from llmtriage.detect.spec import action_spec, tr, verdict_spec
+from llmtriage.detect.unknown import death_unknown, name_families, unknown_finding
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2
@@ -46,20 +46,6 @@ _CANDIDATES = 512        # literal hits looked at per block (bounded cost when e
 _PROGRESS_TAIL = 8192    # progress literals are first looked for in the last bytes of a block
 
 
-def verdict_spec() -> dict[str, Any]:
-    """rules/verdict.yaml: status markers, fatality contexts, unknown-finding text."""
-    return data_file("verdict.yaml")
-
-
-def action_spec() -> dict[str, Any]:
-    """rules/actions.yaml: category defaults, generic reasons, context overrides, labels."""
-    return data_file("actions.yaml")
-
-
-def tr(entry: Any, lang: Optional[str], **values: Any) -> str:
-    """Text of a {en, zh} entry in `lang`, with `{name}` placeholders filled."""
-    text = entry.get("zh" if lang == "zh" else "en") or entry.get("en", "") if isinstance(entry, dict) else str(entry)
-    return text.format(**values) if values else text
 
 
 @dataclass(frozen=True)
@@ -222,35 +208,6 @@ class Scanner:
         return max((h[0] for h in self.hits.get(kind, ())), default=0)
 
 
-# --------------------------------------------------------------------------- the unknown finding
-
-def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
-    """The `unknown` finding for an exception no rule explains (text from rules/verdict.yaml)."""
-    u = verdict_spec()["unknown"]
-    benign = exc.type.rsplit(".", 1)[-1] in BENIGN_EXC
-    where = ""
-    if exc.user_frame is not None:
-        where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
-    return Finding(
-        rule_id="unknown", category="unknown", severity="warning" if benign else "error",
-        title=tr(u["title"], lang, type=exc.type)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
-        evidence=clip(exc.headline, 2000), rank=exc.rank, captures={"type": exc.type}, role="cause",
-        confidence="low", priority=0, cause=tr(u["cause"], lang), location=exc.user_frame,
-        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=exc.type)} for f in u["fixes"]],
-    )
-
-
-def _death_unknown(death: dict[str, Any], lang: Optional[str]) -> Finding:
-    u = verdict_spec()["unknown"]
-    return Finding(
-        rule_id="unknown", category="unknown", severity="error", title=tr(u["death_title"], lang, name=death["name"])[:90],
-        message=clip(death["evidence"], 500), line=death["line"], evidence=clip(death["evidence"], 2000),
-        captures={"type": death["name"]}, role="cause", confidence="low", priority=0,
-        cause=tr(u["death_cause"], lang),
-        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=death["name"])} for f in u["fixes"]],
-    )
-
-
 # --------------------------------------------------------------------------- status
 
 def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, Optional[dict[str, Any]]]:
@@ -384,48 +341,7 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
             u.role = "symptom"          # the promoted cause explains this exception: one root cause, not two
 
 
-def _name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner,
-                   lang: Optional[str], taxonomy: dict[str, str]) -> None:
-    """An unexplained death whose words belong to one failure family (detect/family.py) takes that
-    family's category; it keeps rule id `unknown` and low confidence."""
-    spec = verdict_spec()["unknown"]["family"]
-    wrappers = set(spec.get("wrappers", ()))
-    for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.role == "cause"]:
-        # a signature that only says how the process died (a C++ terminate, a segfault): the message
-        # it wraps, or the error printed just before, may name a failure family it cannot
-        if any(g.severity == "error" and g.role == "cause" and g is not w and g.line <= w.line for g in findings):
-            continue
-        # the wrapper's own line is left out: it is the death itself, often a launcher's command line
-        context = scanner.error_lines_around(w.line, int(spec["wrapper_after"]))
-        got = family_of(context, extra=int(spec["wrapper_extra_weight"])) if context else None
-        if got is not None and got[0] != w.category and got[0] in taxonomy:
-            u = _death_unknown({"line": w.line, "name": w.rule_id, "evidence": w.evidence}, lang)
-            _place(u, got, spec, lang, taxonomy)
-            w.role = "symptom"
-            findings.append(u)
-    for f in findings:
-        if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
-            continue
-        exc = next((e for e in exceptions if e.line == f.line), None)
-        own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
-        got = family_of(own)
-        if got is None:      # an opaque headline: the error lines printed just before it
-            context = scanner.error_lines_around(f.line)
-            got = family_of(own + "\n" + context) if context else None
-        if got is None or got[0] not in taxonomy:
-            continue
-        _place(f, got, spec, lang, taxonomy)
 
-
-def _place(f: Finding, got: tuple[str, list[str]], spec: dict[str, Any], lang: Optional[str],
-           taxonomy: dict[str, str]) -> None:
-    family, words = got
-    f.category = family
-    f.captures = {**f.captures, "family": family, "family_words": ", ".join(w[:60] for w in words)}
-    f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=family)[:90]
-    f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])
-    f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=family),
-                "detail": tr(spec["fix"]["detail"], lang, family=family)}, *f.fixes]
 
 
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
@@ -456,11 +372,11 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         if hang is not None:
             findings.append(hang)
     if status == "crashed" and evidence is not None and not any(f.severity == "error" for f in findings):
-        findings.append(_death_unknown(evidence, lang))
+        findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang)
     _yield_unknown(findings, lang)
     if taxonomy:
-        _name_families(findings, exceptions, scanner, lang, taxonomy)
+        name_families(findings, exceptions, scanner, lang, taxonomy)
     findings.sort(key=Finding.sort_key)
     for f in findings:
         f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id)

@@ -1,0 +1,82 @@
+"""The `unknown` finding: an exception or a death that no rule explains, and the failure family its
+words place it in (detect/family.py, rules/families.yaml). Text comes from rules/verdict.yaml."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from llmtriage.detect.family import family_of
+from llmtriage.detect.spec import tr, verdict_spec
+from llmtriage.engine.logparse import BENIGN_EXC
+from llmtriage.engine.redact import clip
+from llmtriage.findings import ExceptionInfo, Finding
+
+
+def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
+    """The `unknown` finding for an exception no rule explains (text from rules/verdict.yaml)."""
+    u = verdict_spec()["unknown"]
+    benign = exc.type.rsplit(".", 1)[-1] in BENIGN_EXC
+    where = ""
+    if exc.user_frame is not None:
+        where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
+    return Finding(
+        rule_id="unknown", category="unknown", severity="warning" if benign else "error",
+        title=tr(u["title"], lang, type=exc.type)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
+        evidence=clip(exc.headline, 2000), rank=exc.rank, captures={"type": exc.type}, role="cause",
+        confidence="low", priority=0, cause=tr(u["cause"], lang), location=exc.user_frame,
+        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=exc.type)} for f in u["fixes"]],
+    )
+
+
+def death_unknown(death: dict[str, Any], lang: Optional[str]) -> Finding:
+    u = verdict_spec()["unknown"]
+    return Finding(
+        rule_id="unknown", category="unknown", severity="error", title=tr(u["death_title"], lang, name=death["name"])[:90],
+        message=clip(death["evidence"], 500), line=death["line"], evidence=clip(death["evidence"], 2000),
+        captures={"type": death["name"]}, role="cause", confidence="low", priority=0,
+        cause=tr(u["death_cause"], lang),
+        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=death["name"])} for f in u["fixes"]],
+    )
+
+
+def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Any,
+                   lang: Optional[str], taxonomy: dict[str, str]) -> None:
+    """An unexplained death whose words belong to one failure family (detect/family.py) takes that
+    family's category; it keeps rule id `unknown` and low confidence."""
+    spec = verdict_spec()["unknown"]["family"]
+    wrappers = set(spec.get("wrappers", ()))
+    for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.role == "cause"]:
+        # a signature that only says how the process died (a C++ terminate, a segfault): the message
+        # it wraps, or the error printed just before, may name a failure family it cannot
+        if any(g.severity == "error" and g.role == "cause" and g is not w and g.line <= w.line for g in findings):
+            continue
+        # the wrapper's own line is left out: it is the death itself, often a launcher's command line
+        context = scanner.error_lines_around(w.line, int(spec["wrapper_after"]))
+        got = family_of(context, extra=int(spec["wrapper_extra_weight"])) if context else None
+        if got is not None and got[0] != w.category and got[0] in taxonomy:
+            u = death_unknown({"line": w.line, "name": w.rule_id, "evidence": w.evidence}, lang)
+            _place(u, got, spec, lang, taxonomy)
+            w.role = "symptom"
+            findings.append(u)
+    for f in findings:
+        if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
+            continue
+        exc = next((e for e in exceptions if e.line == f.line), None)
+        own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
+        got = family_of(own)
+        if got is None:      # an opaque headline: the error lines printed just before it
+            context = scanner.error_lines_around(f.line)
+            got = family_of(own + "\n" + context) if context else None
+        if got is None or got[0] not in taxonomy:
+            continue
+        _place(f, got, spec, lang, taxonomy)
+
+
+def _place(f: Finding, got: tuple[str, list[str]], spec: dict[str, Any], lang: Optional[str],
+           taxonomy: dict[str, str]) -> None:
+    family, words = got
+    f.category = family
+    f.captures = {**f.captures, "family": family, "family_words": ", ".join(w[:60] for w in words)}
+    f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=family)[:90]
+    f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])
+    f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=family),
+                "detail": tr(spec["fix"]["detail"], lang, family=family)}, *f.fixes]
