@@ -100,12 +100,14 @@ def test_chinese_text_for_a_family():
 def test_a_code_bug_stays_unknown_and_a_survived_error_is_not_placed():
     _, top = _top(_crash("KeyError: 'input_ids'"))
     assert (top.rule_id, top.category) == ("unknown", "unknown")
-    survived = ("ConnectionError: out of memory on the router, retrying\n"
+    # an exception the job survived (training went on and finished) is a warning and keeps no family
+    survived = (_crash("RuntimeError: zz router: device memory exhausted, out of memory; retrying")
                 + "".join(f"{{'loss': 1.{i}, 'grad_norm': 0.9, 'learning_rate': 1e-05, 'epoch': 0.{i}}}\n" for i in range(40))
-                + "Training completed.\n")
+                + "{'train_runtime': 812.4, 'train_loss': 1.2}\n")
     rep = llmtriage.analyze(survived.encode())
     assert not any(f.severity == "error" for f in rep.findings)
-    assert all(f.category == "unknown" for f in rep.findings if f.rule_id == "unknown")
+    (u,) = [f for f in rep.findings if f.rule_id == "unknown"]
+    assert u.severity == "warning" and u.category == "unknown" and "family" not in u.captures
 
 
 def test_a_rule_still_wins_over_a_family():
@@ -146,3 +148,22 @@ def test_a_cpp_terminate_with_a_plain_message_stays_a_native_crash():
            "Aborted (core dumped)\n")
     _, top = _top(log)
     assert top.category == "native-crash" and top.rule_id != "unknown"
+
+
+def test_the_context_window_is_the_lines_before_and_after_not_the_line_itself():
+    from llmtriage.detect.verdict import Scanner
+    block = (b"INFO step 1\n"                                        # line 10
+             b"ERROR zz: device out of memory\n"                     # line 11: just before the death
+             b"FATAL the death line itself: no space left\n"         # line 12
+             b"what(): follows the death\n"                          # line 13
+             b"ERROR far after\n")                                   # line 14
+    sc = Scanner()
+    sc.feed(block, block, 10)
+    assert sc.error_lines_around(12) == "ERROR zz: device out of memory"
+    assert sc.error_lines_around(12, after=1).splitlines() == ["ERROR zz: device out of memory", "what(): follows the death"]
+
+
+def test_every_wrapper_the_verdict_names_is_a_rule():
+    spec = yaml.safe_load((RULES / "verdict.yaml").read_text(encoding="utf-8"))["unknown"]["family"]
+    ids = {r["id"] for r in llmtriage.load_rules().rules}
+    assert spec["wrappers"] and set(spec["wrappers"]) <= ids

@@ -191,7 +191,7 @@ class Scanner:
         want, keep = int(spec["context_lines"]), int(spec["context_keep"])
         rows: list[bytes] = []
         for base, view in self._tail:
-            for n, raw in enumerate(view.split(b"\n"), start=base + 1):
+            for n, raw in enumerate(view.split(b"\n"), start=base):     # line_base is the block's first line
                 if line - want <= n <= line + after and n != line:
                     rows.append(raw)
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
