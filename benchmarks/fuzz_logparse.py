@@ -92,7 +92,7 @@ def main() -> None:
         rules = load_rules()
         ENGINE = get_engine(rules, mode="reference")
         default, literal = get_engine(rules), get_engine(rules)
-        literal.set = LiteralSet(literal.patterns, literal.located())     # the thrash fallback answers every block
+        literal.set = LiteralSet(literal.patterns, literal.literal_index())     # the thrash fallback answers every block
         literal.inexact = set(range(len(literal.patterns)))
         OTHERS.extend([("default", default), ("literal-set", literal), ("python", get_engine(rules, mode="python"))])
     atheris.Setup(argv, _check)

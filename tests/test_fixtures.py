@@ -65,19 +65,24 @@ def test_every_rule_is_top_of_a_fixture(ruleset):
 
 
 @pytest.mark.slow   # the reference engine runs every pattern on every block: ~80 s for all four modes
-@pytest.mark.parametrize("mode", ["auto", "literal-set", "python", "hyperscan"])
+@pytest.mark.parametrize("mode", ["auto", "set", "literal-set", "python", "hyperscan"])
 def test_fast_path_equals_reference_path_on_every_fixture(ruleset, mode):
-    """literal-set: the thrash fallback (LiteralSet) answers every block, confirmed line by line."""
+    """auto: fixtures are small, so the gated set (literal gate + one RE2 program per candidate)
+    answers them; set: the pattern Set from the first byte; literal-set: the thrash fallback
+    (LiteralSet) answers every block, confirmed line by line."""
     from llmtriage import get_engine
-    from llmtriage.engine.re2set import HAVE_RE2, LiteralSet
+    from llmtriage.engine.re2set import HAVE_RE2, RE2_SET_MEM, LiteralSet, compile_set
 
     if mode == "hyperscan":
         pytest.importorskip("hyperscan")
-    if mode == "literal-set" and not HAVE_RE2:
+    if mode in ("set", "literal-set") and not HAVE_RE2:
         pytest.skip("google-re2 not installed")
-    fast, ref = get_engine(ruleset, mode="auto" if mode == "literal-set" else mode), get_engine(ruleset, mode="reference")
+    fast = get_engine(ruleset, mode="auto" if mode in ("set", "literal-set") else mode)
+    ref = get_engine(ruleset, mode="reference")
+    if mode == "set":
+        fast.set = compile_set(fast._forms, RE2_SET_MEM)[0]
     if mode == "literal-set":
-        fast.set = LiteralSet(fast.patterns, fast.located())
+        fast.set = LiteralSet(fast.patterns, fast.literal_index())
         fast.inexact = set(range(len(fast.patterns)))
     for path in LOGS:
         a = [(f.rule_id, f.line, f.count, f.last_line, f.captures) for f in scan_source(fast, path).findings]

@@ -155,3 +155,44 @@ def test_fixes_are_marked_verified_only_from_recorded_runs(small):
     assert fixes[0]["verified"] is True and fixes[0]["verification"]["device"] == "cpu"
     assert fixes[1]["verified"] is False
     assert "verified" not in fixes[2]
+
+
+def test_a_small_log_is_answered_without_compiling_the_set(small, tmp_path, monkeypatch):
+    """Counted, not timed: the first GATED_BYTES of a scan are answered by the gated set (literal
+    gate + one RE2 program per candidate), so a small log never compiles the pattern Set; a log
+    past that compiles it once, and the next scan on the same engine starts on it."""
+    from llmtriage.engine import re2set
+    from llmtriage.engine.scan import GATED_BYTES
+
+    if not re2set.HAVE_RE2:
+        pytest.skip("google-re2 not installed")
+    monkeypatch.setenv("LLMTRIAGE_CACHE_DIR", str(tmp_path / "cache"))
+    eng = get_engine(small)
+    rep = scan_source(eng, (OOM + "\n").encode())
+    assert rep.findings[0].rule_id == "test-cuda-oom"
+    assert not eng.set.compiled
+    big = b"".join(b"step %d loss 1.25\n" % i for i in range(GATED_BYTES // 16)) + (OOM + "\n").encode()
+    rep = scan_source(eng, big)
+    assert eng.set.compiled and rep.findings[0].rule_id == "test-cuda-oom"
+    assert rep.findings[0].line == big.count(b"\n")
+    scan_source(eng, (OOM + "\n").encode())
+    assert eng.set.compiled
+
+
+def test_the_literal_index_is_cached_as_checked_json(small, tmp_path, monkeypatch):
+    """The gate's index (required literals of every pattern) is worked out once per pattern list and
+    kept in the private cache folder; a tampered file is refused and rebuilt, never trusted."""
+    from llmtriage.engine.matcher import Engine
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LLMTRIAGE_CACHE_DIR", str(cache))
+    first = Engine(small).literal_index()
+    files = list(cache.glob("gate-*.json"))
+    assert len(files) == 1
+    assert Engine(small).literal_index() == first
+    blob = files[0].read_bytes()
+    bad = blob.replace(b'"rest":[', b'"rest":[99999,')
+    assert bad != blob
+    files[0].write_bytes(bad)                                               # digest no longer matches
+    assert Engine(small).literal_index() == first
+    assert files[0].read_bytes() == blob                                    # rewritten from the patterns

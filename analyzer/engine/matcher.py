@@ -14,7 +14,8 @@ from __future__ import annotations
 import io
 from typing import Any, BinaryIO, Callable, Optional, Sequence
 
-from llmtriage.engine.re2set import (HAVE_RE2, RE2_SET_MEM, LazySet, LiteralSet, compile_set, literal_gate,
+from llmtriage.engine.litcache import cached_index
+from llmtriage.engine.re2set import (HAVE_RE2, RE2_SET_MEM, GatedSet, LazySet, LiteralSet, literal_gate, literal_index,
                                      relax_bounds, set_form)
 from llmtriage.engine.scan import THRASH_HITS, Scan
 from llmtriage.findings import Report
@@ -49,6 +50,8 @@ class Engine:
         self._not_re: dict[int, list[Any]] = {}
         self._gate: Optional[tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]] = None
         self._litset: Optional[LiteralSet] = None
+        self._index: Optional[tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]] = None
+        self._gated: Optional[GatedSet] = None
         self.set: Any = None
         self.set_mem = 0
         self.inexact: set[int] = set()     # Set entries that are supersets: confirm hits with `re`
@@ -60,9 +63,9 @@ class Engine:
         elif self.mode == "re2":
             forms = [set_form(p) for p in self.patterns]
             self._forms = [f for f, _ in forms]
-            self.set, self.set_mem = compile_set(self._forms, set_mem)
-            if self.set is None:   # a huge user rule set: the literal-gated stdlib path has no state budget
-                self.mode = "python"
+            self.set_mem = set_mem
+            # compiled when a scan first needs it: a small log is answered by the gated set alone
+            self.set = LazySet(self._forms, set_mem, self.gated_set)
             self.inexact = {pi for pi, (_, exact) in enumerate(forms) if not exact}
 
     def _number_patterns(self) -> None:
@@ -117,21 +120,35 @@ class Engine:
             self._not_re[ri] = c
         return c
 
+    def literal_index(self) -> tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]:
+        """Required literals -> patterns (re2set.literal_index), from the cache folder when it has them."""
+        if self._index is None:
+            located = self.located()
+            self._index = cached_index(self.patterns, located, cache_dir(),
+                                       lambda: literal_index(self.patterns, located))
+        return self._index
+
     def gate(self) -> tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]:
-        """The literal gate of the stdlib path (see re2set.literal_gate)."""
+        """The literal gate of the stdlib path and of the gated set (see re2set.literal_gate)."""
         if self._gate is None:
-            self._gate = literal_gate(self.patterns, self.located())
+            self._gate = literal_gate(self.literal_index())
         return self._gate
+
+    def gated_set(self) -> GatedSet:
+        """The Set's answers for a log's first block, without the Set (re2set.GatedSet)."""
+        if self._gated is None:
+            self._gated = GatedSet(self._forms, self.gate())
+        return self._gated
 
     def literal_set(self) -> LiteralSet:
         if self._litset is None:
-            self._litset = LiteralSet(self.patterns, self.located())
+            self._litset = LiteralSet(self.patterns, self.literal_index())
         return self._litset
 
     def release_set(self) -> None:
         """Drop the pattern Set and its DFA cache (a scan left it); it is compiled afresh on return."""
         if self.mode == "re2":
-            self.set = LazySet(self._forms, self.set_mem)
+            self.set = LazySet(self._forms, self.set_mem, self.gated_set)
 
     # ---------------------------------------------------------------- scanning
     def scan(self, fh: BinaryIO, source: str = "-", *, on_line_count: Optional[Callable[[int], None]] = None

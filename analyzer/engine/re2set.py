@@ -5,6 +5,8 @@
 - `LiteralSet`: the stand-in when the pattern Set's DFA cache thrashes: literals each match must
   contain, in one Set whose DFA is bounded by the literals.
 - `LazySet`: the pattern Set compiled on first use (what a scan holds while it is away from it).
+- `GatedSet`: the Set's answers without the Set, for a log's first bytes: the literal gate picks
+  candidates, each checked with its own small RE2 program (no Set compile, no DFA warm-up).
 - `literal_gate`: the same literals for the stdlib path (no google-re2): `bytes` needles.
 All answer with supersets where noted; the engine confirms such hits with the exact pattern.
 """
@@ -110,38 +112,96 @@ def compile_set(patterns: list[str], mem: int) -> tuple[Any, int]:
     return None, 0
 
 
-def literal_index(patterns: list[str], wanted: list[int], key: Callable[[str, bool], Any]
-                  ) -> tuple[dict[Any, list[int]], list[int]]:
-    """key(literal, ignore_case) -> the patterns (of `wanted`) whose every match holds that literal
-    (see literals.required_literals), and the patterns without a required literal."""
-    users: dict[Any, set[int]] = {}
+def literal_index(patterns: list[str], wanted: list[int]) -> tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]:
+    """(literal, ignore_case) -> the patterns (of `wanted`) whose every match holds that literal
+    (see literals.required_literals), and the patterns without a required literal: plain data, so
+    that the engine can keep it on disk (engine.litcache)."""
+    users: dict[tuple[str, bool], set[int]] = {}
     rest: list[int] = []
     for pi in wanted:
         lits = required_literals(patterns[pi])
         if lits is None:
             rest.append(pi)
         for text, icase in lits or ():
-            users.setdefault(key(text, icase), set()).add(pi)
-    return {k: sorted(v) for k, v in sorted(users.items())}, rest
+            users.setdefault((text, icase), set()).add(pi)
+    return [(k, sorted(v)) for k, v in sorted(users.items())], rest
 
 
-def literal_gate(patterns: list[str], wanted: list[int]) -> tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]:
-    """For the stdlib path: (needle, ignore ASCII case) -> patterns. Bytes patterns fold ASCII case
-    only, and so does `bytes.lower`, so the gate never drops a hit."""
-    users, rest = literal_index(patterns, wanted, lambda t, ic: (t.encode().lower() if ic else t.encode(), ic))
-    return list(users.items()), rest
+def literal_gate(index: tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]
+                 ) -> tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]:
+    """For the stdlib path: (needle, ignore ASCII case) -> patterns, from `literal_index`'s
+    (literal, ignore case) -> patterns. Bytes patterns fold ASCII case only, and so does
+    `bytes.lower`, so the gate never drops a hit."""
+    users: dict[tuple[bytes, bool], set[int]] = {}
+    for (text, icase), pis in index[0]:
+        users.setdefault((text.encode().lower() if icase else text.encode(), icase), set()).update(pis)
+    return [(k, sorted(v)) for k, v in sorted(users.items())], list(index[1])
+
+
+def gate_candidates(gate: tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]], data: bytes) -> set[int]:
+    """The patterns that may match `data`: those with a needle in it, and those without needles."""
+    needles, always = gate
+    low = data.lower()
+    cand: set[int] = set(always)
+    for (needle, icase), pis in needles:
+        if needle in (low if icase else data):
+            cand.update(pis)
+    return cand
+
+
+class GatedSet:
+    """The Set's exact answers for a few KB of text without compiling the Set: compiling ~1000
+    patterns into one Set and warming its DFA up costs more than triaging a small log. The literal
+    gate picks the candidates and each is searched with its own RE2 program, built from the same
+    Set form under the same options (so `same_as_set`: hits need no stdlib confirmation), compiled
+    on first use and kept. Costs grow with bytes x needles: a scan asks it for a log's first block
+    only, then moves to the Set (see engine.scan)."""
+
+    same_as_set = True
+
+    def __init__(self, forms: list[str], gate: tuple[list[tuple[tuple[bytes, bool], list[int]]], list[int]]):
+        self._forms, self._gate = forms, gate
+        self._progs: dict[int, Any] = {}
+
+    def _prog(self, pi: int) -> Any:
+        prog = self._progs.get(pi)
+        if prog is None:
+            opts = re2.Options()
+            opts.max_mem = LITERAL_SET_MEM
+            opts.log_errors = False
+            opts.never_nl = True
+            opts.encoding = re2.Options.Encoding.LATIN1
+            prog = self._progs[pi] = re2.compile(("(?m)" + self._forms[pi]).encode("utf-8", "surrogatepass"), opts)
+        return prog
+
+    def Match(self, data: bytes) -> list[int]:  # noqa: N802 - same name as re2.Set.Match
+        return self.match_among(data, gate_candidates(self._gate, data))
+
+    def match_among(self, data: bytes, ids: Any) -> list[int]:
+        """Which of the patterns `ids` occur in `data` (what `locate` asks of a block's pieces)."""
+        return [pi for pi in ids if self._prog(pi).search(data) is not None]
 
 
 class LazySet:
-    """The pattern Set, compiled on first use (~20 ms): what a scan holds while it is away from the
-    Set, so the thrashed DFA cache is freed before the literal Set's grows (peak RSS ~5 MB lower)."""
+    """The pattern Set, compiled on first use (~20 ms): what an engine holds until a scan needs it
+    (a small log never does, see GatedSet), and while a scan is away from the Set, so the thrashed
+    DFA cache is freed before the literal Set's grows (peak RSS ~5 MB lower). A rule set too big for
+    any Set budget (thousands of user rules) gets `fallback()`'s answers instead."""
 
-    def __init__(self, forms: list[str], mem: int):
-        self._forms, self._mem, self._set = forms, mem, None
+    def __init__(self, forms: list[str], mem: int, fallback: Callable[[], Any]):
+        self._forms, self._mem, self._fallback, self._set = forms, mem, fallback, None
+        self.failed = False
+
+    @property
+    def compiled(self) -> bool:
+        return self._set is not None
 
     def Match(self, data: bytes) -> Any:  # noqa: N802 - same name as re2.Set.Match
         if self._set is None:
             self._set, _ = compile_set(self._forms, self._mem)
+            if self._set is None:
+                self.failed = True
+                self._set = self._fallback()
         return self._set.Match(data)
 
 
@@ -155,10 +215,13 @@ class LiteralSet:
     the input. The rare pattern without a required literal goes to a small Set of its own.
     The scan confirms every candidate on its line with the exact pattern."""
 
-    def __init__(self, patterns: list[str], wanted: list[int]):
-        users, rest = literal_index(patterns, wanted, lambda text, icase: (text[-LITERAL_CAP:], icase))
-        keys = list(users)
-        self.lit_pats = list(users.values())
+    def __init__(self, patterns: list[str], index: tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]):
+        users: dict[tuple[str, bool], set[int]] = {}
+        for (text, icase), pis in index[0]:
+            users.setdefault((text[-LITERAL_CAP:], icase), set()).update(pis)
+        rest = list(index[1])
+        keys = sorted(users)
+        self.lit_pats = [sorted(users[k]) for k in keys]
         self.lits, _ = compile_set([("(?i)" if icase else "") + _literal(text) for text, icase in keys],
                                    LITERAL_SET_MEM)
         self.rest_pats = rest

@@ -26,13 +26,14 @@ from typing import Any, BinaryIO, Callable, Optional
 from llmtriage.engine import build
 from llmtriage.engine.logparse import (EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
                                        normalise_text, split_prefix)
-from llmtriage.engine.re2set import HAVE_RE2
+from llmtriage.engine.re2set import HAVE_RE2, LazySet
 from llmtriage.findings import ExceptionInfo, Finding, Report
 
 THRASH_HITS = 128            # hit lines in one block ...
 THRASH_PATTERNS = 16         # ... of this many distinct patterns: the Set's DFA cache thrashes
 THRASH_FLAGGED = 64          # distinct patterns flagged in one block: it thrashes, leave before locating
 LITERAL_STAY = 1 << 20
+GATED_BYTES = 64 << 10       # a log's first bytes are answered by the engine's gated set (no Set compile)
 MAX_RANKS = 4096
 RANK_SAMPLES = 2000
 CAPTURE_SAMPLES = 8
@@ -75,6 +76,9 @@ class Scan:
         self.leaves = 0                      # times this scan left the Set (see leave_set)
         self.active: Any = engine.set        # what flagged and locate ask: the Set, or the literal Set
         self._stay, self._away = LITERAL_STAY, 0
+        if isinstance(engine.set, LazySet) and not engine.set.compiled:
+            # until the Set is needed the gated set answers: a small log never compiles the Set
+            self.active, self._away = engine.gated_set(), GATED_BYTES
         self.observers = [factory(self) for factory in engine.observers]
 
     @property
@@ -190,8 +194,11 @@ class Scan:
         set_match = self.active.Match
         watch = self.active is eng.set and HAVE_RE2
         distinct: set[int] = set()
+        among = getattr(self.active, "match_among", None)
 
         def match(piece: bytes) -> list[int]:
+            if among is not None:            # the gated set: search only the patterns still wanted
+                return among(piece, keep)
             return [pi for pi in set_match(piece) or () if pi in keep]
 
         stack = [(0, len(view), flagged)]
@@ -229,7 +236,7 @@ class Scan:
         """The Set holds relaxed patterns (see re2set.relax_bounds), and the literal Set answers
         supersets: confirm the exact pattern on the line."""
         eng = self.engine
-        if pi not in eng.inexact and self.active is eng.set:
+        if pi not in eng.inexact and (self.active is eng.set or getattr(self.active, "same_as_set", False)):
             return True
         return eng.bytes_pattern(pi).search(view, a, b) is not None
 

@@ -30,15 +30,26 @@ def builtin_rules_dir() -> Path:
 
 
 def rule_files(root: Path) -> list[Path]:
-    out = []
-    for p in sorted(root.rglob("*.y*ml")):
-        if p.suffix not in (".yaml", ".yml"):
-            continue
-        rel = p.relative_to(root).parts
-        if rel[0] == LOCALES_DIR or (len(rel) == 1 and p.name in NON_RULE_FILES) or any(x.startswith(".") for x in rel):
-            continue
-        out.append(p)
-    return out
+    """Every rule file under `root` (not the locales, not the data files beside the rules, nothing
+    hidden), in path order. Walked with os.scandir: rglob and relative_to cost ~10 ms of a warm
+    start-up for 350 files, and every triage lists them to check the rule cache."""
+    found: list[tuple[list[str], str]] = []
+
+    def walk(path: str, parts: list[str]) -> None:
+        with os.scandir(path) as it:
+            for e in it:
+                if e.name.startswith("."):
+                    continue
+                rel = parts + [e.name]
+                if e.is_dir():
+                    if not (not parts and e.name == LOCALES_DIR):
+                        walk(e.path, rel)
+                elif e.name.endswith((".yaml", ".yml")) and not (not parts and e.name in NON_RULE_FILES):
+                    found.append((rel, e.path))
+
+    walk(str(root), [])
+    found.sort(key=lambda x: x[0])
+    return [Path(path) for _, path in found]
 
 
 def locale_files(root: Path) -> list[tuple[str, Path]]:

@@ -1,0 +1,52 @@
+"""The literal gate's index, kept on disk beside the rule cache (layer 2).
+
+Working out the required literals of every pattern (`literals.required_literals`, a walk of the
+stdlib parser's tree) costs more than the rest of a small log's triage, and it depends on nothing
+but the pattern strings: it is computed once per distinct pattern list and stored as JSON in the
+private cache folder (`ruleset.cachefile`: owner, mode and digest checked; never pickle).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Optional
+
+from llmtriage.ruleset import cachefile
+from llmtriage.ruleset.cachefile import blake2b
+
+FORMAT = 1
+Index = tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]
+
+
+def _key(patterns: list[str], wanted: list[int]) -> str:
+    h = blake2b(f"gate {FORMAT}\n".encode(), digest_size=16)
+    for p in patterns:
+        h.update(p.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(",".join(map(str, wanted)).encode())
+    return h.hexdigest()[:24]
+
+
+def cached_index(patterns: list[str], wanted: list[int], cache_dir: Optional[Path],
+                 compute: Callable[[], Index]) -> Index:
+    """`compute()` (literal -> patterns, patterns without a literal), read from the cache when a
+    file for exactly these patterns is there, written to it otherwise."""
+    path = cache_dir / f"gate-{_key(patterns, wanted)}.json" if cache_dir is not None else None
+    if path is not None:
+        blob = cachefile.read(path)
+        if blob is not None:
+            try:
+                body = json.loads(blob.decode("utf-8", "surrogatepass"))
+                users = [((str(t), bool(ic)), [int(i) for i in pis]) for (t, ic), pis in body["users"]]
+                rest = [int(i) for i in body["rest"]]
+                if all(0 <= i < len(patterns) for _, pis in users for i in pis) and \
+                        all(0 <= i < len(patterns) for i in rest):
+                    return users, rest
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                pass
+            cachefile.remove(path)
+    users, rest = compute()
+    if path is not None:
+        body = {"users": [[[t, ic], pis] for (t, ic), pis in users], "rest": rest}
+        cachefile.write(path, json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+                        .encode("utf-8", "surrogatepass"))
+    return users, rest
