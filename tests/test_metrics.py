@@ -346,3 +346,34 @@ def test_megatron_all_iterations_skipped_is_an_error():
                    f"number of skipped iterations:  10 | number of nan iterations:   0 |\n" for i in range(10, 130, 10))
     [a] = D.detect(_tracker(text))
     assert (a.kind, a.severity, a.numbers["skipped"]) == ("no_step", "error", 120)
+
+
+def test_notebook_loss_tables_are_read_by_their_header():
+    """The Trainer's notebook table (tab-separated, `No log` for a missing value) and the pipe form
+    with RL columns: the header names the columns, rows are numbers only, the table ends at the
+    first line that is not a row of it."""
+    text = ("Unsloth: Will smartly offload gradients\n [30/30 04:12, Epoch 0/1]\n"
+            "Step\tTraining Loss\tValidation Loss\n"
+            + "".join(f"{i}\t{2.5 - i * 0.01:.6f}\tNo log\n" for i in range(1, 11))
+            + "TrainOutput(global_step=10, training_loss=2.45)\n11\t9.9\tNo log\n")
+    t = _tracker(text)
+    recs = t.records()
+    assert [r.step for r in recs] == list(range(1, 11))
+    assert recs[0].loss == 2.49 and recs[0].line == 4 and recs[-1].line == 13
+    assert not any(r.rl for r in recs)           # the row after TrainOutput is not part of the table
+    rl = _tracker("Step | Training Loss | reward | reward_std | kl\n"
+                  + "".join(f"{i} | 0.000000 | -1.5 | 0.5 | 0.0001\n" for i in range(1, 9)))
+    assert rl.count == 8 and all(r.rl and r.loss == 0.0 for r in rl.records())
+    assert not {k for k, s in kinds(rl) if s == "error"}
+
+
+def test_a_notebook_table_with_a_spike_then_zeros_is_a_hidden_nan():
+    rows = [2.31, 2.05, 1.88, 1.79, 1.71, 1.66, 48.93, 1051.2] + [0.0] * 20
+    text = "Step\tTraining Loss\n" + "".join(f"{i}\t{v:.6f}\n" for i, v in enumerate(rows, 1))
+    assert ("nan_hidden", "error") in kinds(_tracker(text))
+
+
+def test_a_loss_table_split_across_blocks_is_read_whole():
+    rows = "".join(f"{i}\t{3.0 - i * 1e-4:.6f}\n" for i in range(1, 6001))
+    t = _tracker("x" * 70000 + "\nStep\tTraining Loss\n" + rows, full_records=10**6, head_records=10**6)
+    assert t.count == 6000 and t.records()[-1].step == 6000 and t.records()[-1].line == 6002

@@ -11,6 +11,9 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |
   Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
                        ordinal: epochs completed are N-1 plus the bar's fraction)
+  notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
+                       (the Trainer's notebook callback, Unsloth/Colab; also `Step | Training Loss | reward | ...`):
+                       the header names the columns (`table_columns`), each row is read by them (`table_row`)
 
 Lines without a training loss (eval/validation/test losses, the Trainer's end-of-run `train_loss`
 average, a bare `loss scale`) give no record. Skipped-step counters that carry no loss (DeepSpeed
@@ -135,6 +138,45 @@ def num(b: Optional[bytes]) -> Optional[float]:
         return float(b)
     except ValueError:
         return None
+
+
+# notebook loss tables: the header's column names -> record fields (None: a column we skip)
+_TABLE_FIELD = {"step": 0, "training loss": 1, "train loss": 1, "loss": 1, "grad norm": 2, "grad_norm": 2,
+                "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4}
+
+
+def table_columns(header: bytes) -> Optional[tuple[bytes, list[Optional[int]], bool]]:
+    """(separator, field of each column, RL table?) when `header` is a loss table's header line
+    (`Step<TAB>Training Loss...` or `Step | Training Loss | ...`), else None."""
+    text = header.strip().lower()
+    sep = b"\t" if b"\t" in text else b"|"
+    cells = [c.strip().decode("ascii", "replace") for c in text.strip(b"|").split(sep)]
+    if len(cells) < 2 or cells[0] not in ("step", "epoch") or not any(c in ("training loss", "train loss") for c in cells):
+        return None
+    cols = [_TABLE_FIELD.get(c) for c in cells]
+    rl = any(w in c for c in cells for w in ("reward", "kl", "completion", "advantage"))
+    return sep, cols, rl
+
+
+def table_row(text: bytes, sep: bytes, cols: list[Optional[int]]) -> Optional[tuple]:
+    """(step, loss, grad_norm, lr, epoch) of one row of a loss table, or None when the line is not
+    a row of it (the table has ended)."""
+    cells = text.strip().strip(b"|").split(sep)
+    if len(cells) != len(cols) or not cells[0].strip().isdigit():
+        return None
+    out: list[Any] = [None, None, None, None, None]
+    for cell, k in zip(cells, cols):
+        cell = cell.strip()
+        v = num(cell)
+        if v is None and cell.lower() not in (b"no log", b""):
+            return None
+        if k is not None:
+            out[k] = v
+    if out[0] is not None:
+        out[0] = int(out[0])
+    if out[1] is None:
+        return None
+    return tuple(out)
 
 
 @dataclass

@@ -65,7 +65,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import Record, is_rl_line, num, parse_line, parse_skips, regexes
+from llmtriage.detect.metric_parse import (Record, is_rl_line, num, parse_line, parse_skips, regexes, table_columns,
+                                          table_row)
 
 __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
 
@@ -180,6 +181,7 @@ class MetricTracker:
         self.meg_first_line = 0
         self.fp16 = False                  # the run uses fp16 mixed precision (from its configuration lines)
         self._head_bytes = 0
+        self._table: Optional[tuple[bytes, list[Optional[int]], bool]] = None   # a loss table being read
 
     # ---------------------------------------------------------------- feeding
     def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None, rl: bool = False) -> Record:
@@ -242,6 +244,8 @@ class MetricTracker:
             self._skips(lines, view, line_base)
         if search_raw(R.verflow_raw, R.VERFLOW, view) or search_raw(R.verflow_up_raw, R.VERFLOW_UP, view):
             self._overflows(lines, view, line_base)
+        if self._table is not None or b"Training Loss" in view or b"training loss" in view:
+            self._tables(lines, view, line_base)
         if self.count < th.full_records:
             self._parse_all(lines, view, line_base)
             self._prev = (lines, view, line_base)
@@ -355,6 +359,32 @@ class MetricTracker:
                 continue
             self.add(line_base + nl, parsed, self._bar_before(view, ls) if parsed[0] is None else None,
                      is_rl_line(view[ls:le]))
+
+    def _tables(self, lines: bytes, view: bytes, line_base: int) -> None:
+        """Notebook loss tables: a header line names the columns, the rows below it are numbers only
+        (a table may go on in the next block). Tables are small: every row is read; between tables
+        the scan jumps from one header candidate to the next."""
+        pos, n, ln = 0, len(view), line_base
+        while pos < n:
+            if self._table is None:
+                cands = [i for i in (view.find(b"Training Loss", pos), view.find(b"training loss", pos)) if i >= 0]
+                if not cands:
+                    return
+                start = view.rfind(b"\n", pos, min(cands)) + 1
+                ln += lines.count(b"\n", pos, start)
+                pos = start
+            le = view.find(b"\n", pos)
+            le = n if le < 0 else le
+            text = view[pos:le]
+            if self._table is not None:
+                parsed = table_row(text, self._table[0], self._table[1])
+                if parsed is not None:
+                    self.add(ln, parsed, rl=self._table[2])
+                else:
+                    self._table = None
+            if self._table is None:
+                self._table = table_columns(text)
+            pos, ln = le + 1, ln + 1
 
     def _skips(self, lines: bytes, view: bytes, line_base: int) -> None:
         """DeepSpeed `step=N, skipped=K` and Megatron `number of skipped iterations: K` lines."""
