@@ -167,3 +167,19 @@ def test_every_wrapper_the_verdict_names_is_a_rule():
     spec = yaml.safe_load((RULES / "verdict.yaml").read_text(encoding="utf-8"))["unknown"]["family"]
     ids = {r["id"] for r in llmtriage.load_rules().rules}
     assert spec["wrappers"] and set(spec["wrappers"]) <= ids
+
+
+def test_a_multi_line_message_is_read_with_the_lines_that_follow_its_headline():
+    """pydantic prints "1 validation error for ParallelConfig" on the exception line and the error
+    itself on the next lines: those (error lines, up to `exception_after`) place the family."""
+    text = ("Traceback (most recent call last):\n"
+            '  File "/usr/local/bin/vllm", line 10, in <module>\n'
+            "    sys.exit(main())\n"
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+            "  Value error, Tensor parallel size (8) cannot be larger than the number of available GPUs (4). "
+            "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"
+            "    For further information visit https://errors.pydantic.dev/2.11/v/value_error\n")
+    top = llmtriage.analyze(text).findings[0]
+    assert top.rule_id == "unknown" and top.category == "cuda-unavailable"
+    head_only = llmtriage.analyze("\n".join(text.splitlines()[:4]) + "\n").findings[0]
+    assert head_only.category == "unknown"

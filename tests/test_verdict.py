@@ -359,5 +359,104 @@ def test_a_client_that_closed_its_request_is_survived():
     served = '[GIN] 2025/03/02 - 10:02:20 | 200 |  5.1s |      172.18.0.3 | POST     "/api/chat"\n'
     rep = llmtriage.analyze((load + closed + served).encode())
     assert rep.extra["status"] != "crashed" and not any(f.severity == "error" for f in rep.findings)
-    # without the 499 (the server answered nobody), the failed load is the death
-    assert llmtriage.analyze((load + served).encode()).extra["status"] == "crashed"
+    # a request served afterwards proves the server alive too, however soon the log ends;
+    # with nothing after the failed load, it is the death
+    assert llmtriage.analyze((load + served).encode()).extra["status"] != "crashed"
+    assert llmtriage.analyze(load.encode()).extra["status"] == "crashed"
+
+
+SERVED = 'INFO:     10.0.7.31:40218 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+CANCELLED = ("ERROR:    Exception in ASGI application\nTraceback (most recent call last):\n"
+             '  File "/venv/lib/python3.10/site-packages/starlette/responses.py", line 265, in __call__\n'
+             "    await wrap(partial(self.listen_for_disconnect, receive))\n"
+             "asyncio.exceptions.CancelledError: Cancelled by cancel scope 757f107d7cd0\n")
+
+
+def test_a_request_served_after_an_exception_is_progress_a_dying_server_cannot_print():
+    rep = run(SERVED + CANCELLED + SERVED + SERVED)
+    assert rep.extra["status"] != "crashed" and not errors(rep)
+    rep = run(SERVED + CANCELLED)                       # nothing served after it: the death
+    assert rep.extra["status"] == "crashed" and errors(rep)
+    # a training step within progress_gap lines of a death is not enough (another rank prints on)
+    assert run(TRAIN_HEAD + OOM_TB + TRAIN_HEAD).extra["status"] == "crashed"
+
+
+RAY_DIED = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. "
+            "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.\n")
+FINAL_VAL = "(TaskRunner pid=8120) (\"Final validation metrics: {'val-core/math/reward/mean@1': 0.6612}\")\n"
+
+
+def test_a_peer_death_reported_after_the_run_finished_is_teardown():
+    rep = run(TRAIN_HEAD + FINAL_VAL + RAY_DIED)
+    assert rep.extra["status"] == "finished" and not errors(rep)
+    # the same report before the finish, or with an exception after the finish, is a crash
+    assert run(TRAIN_HEAD + RAY_DIED).extra["status"] == "crashed"
+    assert run(TRAIN_HEAD + FINAL_VAL + RAY_DIED + OOM_TB).extra["status"] == "crashed"
+
+
+def test_a_bare_exception_ending_the_log_is_a_death():
+    ray = ("Exception occurred while running MegatronActor's function init_worker: exception is "
+           "ray::MegatronActor.init_worker() (pid=26068, ip=172.27.146.45)\n"
+           '  File "/opt/Megatron-LM/megatron/training/checkpointing.py", line 1042, in load_checkpoint\n'
+           "    model[0].load_state_dict(state_dict['model'], strict=strict)\n"
+           "RuntimeError: Error(s) in loading state_dict for GPTModel:\n"
+           '\tMissing key(s) in state_dict: "decoder.layers.0.self_attention.linear_proj._extra_state".\n')
+    rep = run(ray)
+    assert rep.extra["status"] == "crashed" and rep.findings[0].category == "state-dict-keys"
+    later = "".join(f"(MegatronActor pid=26068) step:{i} - actor/pg_loss:-0.004 - actor/grad_norm:0.2\n" for i in range(30))
+    assert run(ray + later).extra["status"] != "crashed"
+
+
+def test_a_command_line_tools_final_error_is_a_death_only_as_the_last_words():
+    err = "Error: listen tcp 127.0.0.1:11434: bind: address already in use\n"
+    head = 'time=2025-02-11T09:14:20.112+01:00 level=INFO source=images.go:432 msg="total blobs: 9"\n'
+    rep = run(head + err)
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "cli-final-error"
+    assert run(head + err + head * 5).extra["status"] == "running"
+
+
+def test_an_interrupted_job_needs_no_action():
+    text = SERVED + ("Traceback (most recent call last):\n  File \"/opt/venv/bin/vllm\", line 10, in <module>\n"
+                     "    sys.exit(main())\nKeyboardInterrupt\n")
+    rep = run(text)
+    assert not errors(rep)
+    u = next(f for f in rep.findings if f.rule_id == "unknown")
+    assert u.action == "none" and "interrupt" in u.action_reason
+
+
+def test_an_error_the_program_says_it_ignored_is_information():
+    text = ("Ignore import error when loading sglang.srt.models.mllama4. cannot import name 'Llama4TextConfig' "
+            "from 'transformers'\n[2025-09-07 07:10:05] Load weight begin. avail mem=21.99 GB\n")
+    rep = run(text)
+    f = next(f for f in rep.findings if f.rule_id == "cannot-import-name")
+    assert f.severity == "info" and f.judgement["context"] == "ignored-by-the-program"
+    rep = run("ImportError: cannot import name 'Llama4TextConfig' from 'transformers'\n")
+    assert errors(rep) and errors(rep)[0].category == "dependency-mismatch"
+
+
+def test_a_download_resumed_after_an_error_is_recovered():
+    err = ("Error while downloading from https://cdn-lfs-us-1.hf-mirror.com/repos/88/0f/abc: "
+           "HTTPSConnectionPool(host='cdn-lfs-us-1.hf-mirror.com', port=443): Read timed out.\n")
+    bar = "model-00001-of-00004.safetensors: 100%|##########| 3.95G/3.95G [05:49<00:00, 11.3MB/s]\n"
+    done = "Fetching 14 files: 100%|##########| 14/14 [06:14<00:00, 26.71s/it]\n"
+    rep = run(err + "Trying to resume download...\n" + bar + done)
+    assert not errors(rep)
+    assert errors(run(err + bar)), "without the resume line the read timeout stays an error"
+
+
+NO_GRAD_WARN = ("/usr/local/lib/python3.10/dist-packages/torch/utils/checkpoint.py:91: UserWarning: None of the inputs "
+                "have requires_grad=True. Gradients will be None\n  warnings.warn(\n")
+
+
+def test_a_signature_warning_and_the_loss_curve_corroborate_a_silent_failure():
+    flat = "".join(f"{{'loss': {2.45115 if i % 2 else 2.45125}, 'learning_rate': 1.9e-05, 'epoch': {i / 20:.2f}}}\n"
+                   for i in range(1, 21))
+    falling = "".join(f"{{'loss': {2.5 - i * 0.05:.3f}, 'learning_rate': 1.9e-05, 'epoch': {i / 20:.2f}}}\n"
+                      for i in range(1, 21))
+    rep = run(NO_GRAD_WARN + flat + FINISH)
+    top = rep.findings[0]
+    assert top.rule_id == "checkpoint-inputs-no-grad" and top.severity == "error"
+    assert top.judgement["context"] == "corroborated" and "line 3" in top.judgement["reason"]
+    assert any(f.rule_id == "metric-flat-loss" and f.severity == "warning" for f in rep.findings)
+    rep = run(NO_GRAD_WARN + falling + FINISH)           # the loss falls: the warning alone is harmless
+    assert not errors(rep)

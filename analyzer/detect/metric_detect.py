@@ -32,7 +32,9 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
             "throughput": "metric-throughput-low"}
-PRIORITY = {"nan": 58, "nan_hidden": 57, "overflow": 50, "no_step": 52, "lr_zero_fp16": 51, "flat": 45,
+# "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
+# signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
+PRIORITY = {"nan": 58, "nan_hidden": 57, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
             "throughput": 20}
 

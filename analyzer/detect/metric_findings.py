@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
+from llmtriage.detect.corroborate import corroborating_categories
 from llmtriage.detect.metric_detect import PRIORITY, RULE_IDS, Anomaly
 from llmtriage.ruleset.loader import builtin_rules_dir
 
@@ -32,7 +33,9 @@ def _render(template: str, values: dict[str, Any]) -> str:
 
 def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[str]) -> list[Any]:
     """Findings for the anomalies, skipping those a YAML rule of the same category already reports
-    as an error (the rule's text is more specific; the numbers stay in report.extra['metrics'])."""
+    as an error (the rule's text is more specific; the numbers stay in report.extra['metrics']), and
+    warnings beside a warning of the same category, unless the verdict weighs the two together
+    (detect.corroborate)."""
     zh = lang == "zh"
     have_err = {f.category for f in existing if f.severity == "error"}
     have_any = {f.category for f in existing}
@@ -40,7 +43,7 @@ def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[st
     for a in anomalies:
         if a.category in have_err:
             continue
-        if a.severity != "error" and a.category in have_any:
+        if a.severity != "error" and a.category in have_any and a.category not in corroborating_categories():
             continue
         entry = detector_texts()[a.kind]
         text = entry["zh" if zh else "en"]

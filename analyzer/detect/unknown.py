@@ -63,8 +63,8 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         exc = next((e for e in exceptions if e.line == f.line), None)
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         got = family_of(own)
-        if got is None:      # an opaque headline: the error lines printed just before it
-            context = scanner.error_lines_around(f.line)
+        if got is None:      # an opaque headline: the error lines printed just before it (and just after)
+            context = scanner.error_lines_around(f.line, int(spec.get("exception_after", 0)))
             got = family_of(own + "\n" + context) if context else None
         if got is None or got[0] not in taxonomy:
             continue

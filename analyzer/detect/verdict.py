@@ -29,6 +29,7 @@ from typing import Any, Optional
 from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.engine.redact import clip
+from llmtriage.detect.corroborate import corroborate
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
 from llmtriage.detect.unknown import death_unknown, name_families, unknown_finding
 
@@ -54,6 +55,7 @@ class Marker:
     kind: str
     literals: tuple[bytes, ...]
     source: bytes
+    tail: int = 0          # a death marker that counts only within this many lines of the log's end (0: anywhere)
 
     @property
     def regex(self) -> Any:
@@ -68,8 +70,8 @@ def _marker_rx(source: bytes) -> Any:
 
 @lru_cache(maxsize=1)
 def markers() -> tuple[Marker, ...]:
-    return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode())
-                 for m in verdict_spec()["markers"])
+    return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode(),
+                        int(m.get("tail", 0))) for m in verdict_spec()["markers"])
 
 
 @lru_cache(maxsize=64)
@@ -115,6 +117,7 @@ class Scanner:
         self.hits: dict[str, list[tuple[int, str, str]]] = {}
         self.seen: set[str] = set()
         self._last_prog: Optional[tuple[int, bytes, int]] = None
+        self.last_progress_name = ""                  # the marker of the last progress line
         self._progress_markers = [m for m in self.markers if m.kind == "progress"]
         self._others = tuple(m for m in self.markers if m.kind != "progress")
         self._gate, self._active = _literal_gate(self._others, frozenset())
@@ -159,7 +162,7 @@ class Scanner:
 
     def _progress(self, lines: bytes, view: bytes, line_base: int) -> None:
         tail = max(0, len(view) - _PROGRESS_TAIL)
-        best = -1
+        best, name = -1, ""
         for m in self._progress_markers:
             for lit in m.literals:
                 end = len(view)
@@ -169,18 +172,20 @@ class Scanner:
                         break
                     a, b = _line_at(view, pos)
                     if m.regex.search(view, a, b):
-                        best = a
+                        best, name = a, m.name
                         self.seen.update((m.name, m.kind))
                         break
                     end = a
         if best < 0 and self._progress_gate is not None:    # none near the end: the whole block, one pass
             for hit in self._progress_gate.finditer(view, 0, tail):
                 a, b = _line_at(view, hit.start())
-                if a > best and any(m.regex.search(view, a, b) for m in self._progress_markers):
-                    best = a
+                m = next((m for m in self._progress_markers if m.regex.search(view, a, b)), None) if a > best else None
+                if m is not None:
+                    best, name = a, m.name
         if best >= 0:
             self.seen.add("progress")
             self._last_prog = (line_base, lines, best)     # its line number is counted when asked
+            self.last_progress_name = name
 
     def error_lines_around(self, line: int, after: int = 0) -> str:
         """The error lines among the `family.context_lines` lines before `line` (1-based) and the
@@ -210,15 +215,25 @@ class Scanner:
 
 # --------------------------------------------------------------------------- status
 
-def status_of(scanner: Scanner, exceptions: list[ExceptionInfo]) -> tuple[str, Optional[dict[str, Any]]]:
-    """(status, evidence): the first death nothing undid, else the last finish line."""
-    gap = int(verdict_spec().get("progress_gap", 20))
+def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[ExceptionInfo] = None,
+              lines: int = 0) -> tuple[str, Optional[dict[str, Any]]]:
+    """(status, evidence): the first death nothing undid, else the last finish line. `bare`: the
+    report's exception when no traceback gave it (a bare `XError: ...` line), a death when the log
+    (`lines` long) ends just after it."""
+    spec = verdict_spec()
+    if bare is not None and bare not in exceptions and lines - bare.line <= int(spec.get("bare_exception_tail", 0)):
+        exceptions = [*exceptions, bare]
     last_finish = scanner.last("finish")
-    deaths = list(scanner.hits.get("death", ()))
-    deaths += [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
-               if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
+    tails = {m.name: m.tail for m in markers() if m.tail}
+    deaths = [d for d in scanner.hits.get("death", ()) if d[1] not in tails or lines - d[0] <= tails[d[1]]]
+    excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
+            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
+    if last_finish and not any(line > last_finish for line, _, _ in excs):
+        teardown = set(spec.get("teardown_after_finish", ()))
+        deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
+    deaths += excs
     last_death = max((d[0] for d in deaths), default=0)
-    alive = sorted(d for d in deaths if last_finish < d[0] and scanner.last_progress <= d[0] + gap
+    alive = sorted(d for d in deaths if last_finish < d[0] and not _progress_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death))
     if alive:
         line, name, text = alive[0]
@@ -239,9 +254,17 @@ def _handled(line: int, scanner: Scanner, last_death: int = 0) -> bool:
                for h in scanner.hits.get("recovery", ()))
 
 
+def _progress_after(line: int, scanner: Scanner) -> bool:
+    """Progress after `line` that a death there could not have printed: beyond `progress_gap`
+    lines, or any later progress of a `progress_strong` kind (a request served)."""
+    spec = verdict_spec()
+    last = scanner.last_progress
+    return last > line + int(spec.get("progress_gap", 20)) or (
+        last > line and scanner.last_progress_name in spec.get("progress_strong", ()))
+
+
 def _survived(line: int, scanner: Scanner) -> bool:
-    gap = int(verdict_spec().get("progress_gap", 20))
-    return scanner.last("finish") > line or scanner.last_progress > line + gap or _handled(line, scanner)
+    return scanner.last("finish") > line or _progress_after(line, scanner) or _handled(line, scanner)
 
 
 # --------------------------------------------------------------------------- fatality
@@ -348,11 +371,12 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
           scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any],
           taxonomy: Optional[dict[str, str]] = None) -> list[Finding]:
     """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings."""
-    status, evidence = status_of(scanner, exceptions)
+    status, evidence = status_of(scanner, exceptions, exc, report.lines)
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
     _judge_fatality(findings, scanner, status, evidence if status == "finished" else None, lang,
                     evidence["line"] if status == "crashed" and evidence else None)
+    corroborate(findings, lang)
     errors = [f for f in findings if f.severity == "error"]
     if exc is not None and not errors:
         u = unknown_finding(exc, lang)

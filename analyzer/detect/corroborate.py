@@ -1,0 +1,38 @@
+"""Corroboration (layer 3): a signature warning and a metric warning naming the same silent failure.
+
+torch's "None of the inputs have requires_grad=True" is printed by runs that train fine, and a flat
+loss may be a plateau; a log holding both, in a category of rules/verdict.yaml `corroborate`, with no
+error anywhere, has one root cause: the signature becomes an error, with the metric finding as the
+stated reason (`Finding.judgement`), and the metric finding stays beside it as a warning.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from llmtriage.detect.spec import tr, verdict_spec
+from llmtriage.findings import Finding
+
+
+def corroborating_categories() -> frozenset[str]:
+    """The categories whose metric warnings are kept beside a signature warning (metric_findings)."""
+    return frozenset(verdict_spec().get("corroborate", {}).get("categories", ()))
+
+
+def corroborate(findings: list[Finding], lang: Optional[str]) -> None:
+    spec = verdict_spec().get("corroborate")
+    if not spec or any(f.severity == "error" for f in findings):
+        return
+    cats = set(spec["categories"])
+    metric = {f.category: f for f in findings
+              if f.rule_id.startswith("metric-") and f.severity == "warning" and f.category in cats}
+    for f in findings:
+        m = metric.get(f.category)
+        if (m is None or f is m or f.rule_id.startswith("metric-") or f.rule_id == "unknown"
+                or m.line <= f.line <= (m.last_line or m.line)
+                or f.severity != "warning" or f.role != "cause"
+                or (f.judgement is not None and f.judgement.get("context") != "finished")):
+            continue
+        f.judgement = {"context": "corroborated", "severity_was": "warning",
+                       "reason": tr(spec["reason"], lang, title=m.title, line=m.line)}
+        f.severity = "error"
+        return
