@@ -196,3 +196,21 @@ def test_the_literal_index_is_cached_as_checked_json(small, tmp_path, monkeypatc
     files[0].write_bytes(bad)                                               # digest no longer matches
     assert Engine(small).literal_index() == first
     assert files[0].read_bytes() == blob                                    # rewritten from the patterns
+
+
+def test_a_hit_dense_first_block_goes_to_the_set_at_once(small, tmp_path, monkeypatch):
+    """Counted, not timed: a block gating more than GATED_MAX_CANDIDATES candidates would cost one
+    RE2 program each; the scan moves to the Set (dropping the programs) and finds the same hits."""
+    from llmtriage.engine import re2set, scan as scan_mod
+
+    if not re2set.HAVE_RE2:
+        pytest.skip("google-re2 not installed")
+    monkeypatch.setenv("LLMTRIAGE_CACHE_DIR", str(tmp_path / "cache"))
+    text = (OOM + "\n").encode()
+    want = [(f.rule_id, f.line) for f in scan_source(get_engine(small), text).findings]
+    monkeypatch.setattr(scan_mod, "GATED_MAX_CANDIDATES", 0)
+    eng = get_engine(small, thrash_hits=10**9)       # a distinct engine: its Set is not compiled yet
+    assert not eng.set.compiled
+    rep = scan_source(eng, text)
+    assert eng.set.compiled and eng._gated is None
+    assert [(f.rule_id, f.line) for f in rep.findings] == want

@@ -20,6 +20,14 @@ from llmtriage.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, EmptyInputError
 from llmtriage.findings import Report
 
 
+def _file_size(path: str) -> int:
+    """Bytes of a regular file (0 for `-`, a pipe or anything unreadable: the scan decides then)."""
+    try:
+        return os.stat(path).st_size if path != "-" else 0
+    except (OSError, ValueError):
+        return 0
+
+
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="human", show_default=True,
@@ -69,6 +77,7 @@ def triage(files: tuple[str, ...], fmt: str, rules_dirs: tuple[str, ...], min_se
         files = ("-",)
     mode = engine_mode(engine or os.environ.get("LLMTRIAGE_ENGINE") or settings.get("engine"))
     engine = get_engine(list(rules_dirs), lang=lang, disabled=disable, mode=mode)
+    engine.expect_bytes(max((_file_size(f) for f in files), default=0))
     n_jobs = min(jobs or os.cpu_count() or 1, len(files))
     if n_jobs > 1 and "-" not in files:
         reports = _scan_parallel(files, n_jobs, (tuple(rules_dirs), lang, disable, mode), allow_empty)

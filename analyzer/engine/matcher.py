@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Callable, Optional, Sequence
 from llmtriage.engine.litcache import cached_index
 from llmtriage.engine.re2set import (HAVE_RE2, RE2_SET_MEM, GatedSet, LazySet, LiteralSet, literal_gate, literal_index,
                                      relax_bounds, set_form)
-from llmtriage.engine.scan import THRASH_HITS, Scan
+from llmtriage.engine.scan import GATED_BYTES, THRASH_HITS, Scan
 from llmtriage.findings import Report
 from llmtriage.ruleset.loader import cache_dir
 from llmtriage.ruleset.regexsafety import bounded_compile
@@ -139,6 +139,22 @@ class Engine:
         if self._gated is None:
             self._gated = GatedSet(self._forms, self.gate())
         return self._gated
+
+    def expect_bytes(self, size: int) -> None:
+        """A hint from the caller: inputs of up to `size` bytes follow. One too big for the gated
+        start compiles the Set now, before anything else is allocated (peak RSS ~4 MB lower on
+        hit-dense logs than compiling it once the scan has started)."""
+        if size > GATED_BYTES and isinstance(self.set, LazySet) and not self.set.compiled:
+            self.set.Match(b"")
+
+    def drop_gated_set(self) -> None:
+        """A scan moved to the Set: free the gated set, its programs and needles (built again if a
+        later scan starts before the Set is compiled)."""
+        if self._gated is not None:
+            self._gated.release()
+        self._gated = None
+        if self.mode == "re2":
+            self._gate = None
 
     def literal_set(self) -> LiteralSet:
         if self._litset is None:

@@ -175,7 +175,14 @@ class GatedSet:
         return prog
 
     def Match(self, data: bytes) -> list[int]:  # noqa: N802 - same name as re2.Set.Match
-        return self.match_among(data, gate_candidates(self._gate, data))
+        return self.match_among(data, self.candidates(data))
+
+    def candidates(self, data: bytes) -> set[int]:
+        return gate_candidates(self._gate, data)
+
+    def release(self) -> None:
+        """Drop the compiled programs (the scan moved to the Set): their memory goes to the Set's DFA."""
+        self._progs.clear()
 
     def match_among(self, data: bytes, ids: Any) -> list[int]:
         """Which of the patterns `ids` occur in `data` (what `locate` asks of a block's pieces)."""

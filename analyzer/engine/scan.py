@@ -19,14 +19,17 @@ for LITERAL_STAY bytes, 4x longer each further time.
 """
 from __future__ import annotations
 
+import io
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Optional
 
 from llmtriage.engine import build
 from llmtriage.engine.logparse import (EVIDENCE_CAP, TracebackParser, decode_line, iter_blocks, match_view,
                                        normalise_text, split_prefix)
-from llmtriage.engine.re2set import HAVE_RE2, LazySet
+from llmtriage.engine.re2set import HAVE_RE2, GatedSet, LazySet
 from llmtriage.findings import ExceptionInfo, Finding, Report
 
 THRASH_HITS = 128            # hit lines in one block ...
@@ -34,6 +37,7 @@ THRASH_PATTERNS = 16         # ... of this many distinct patterns: the Set's DFA
 THRASH_FLAGGED = 64          # distinct patterns flagged in one block: it thrashes, leave before locating
 LITERAL_STAY = 1 << 20
 GATED_BYTES = 64 << 10       # a log's first bytes are answered by the engine's gated set (no Set compile)
+GATED_MAX_CANDIDATES = 128   # ... unless a block gates this many candidates: one program each costs more than the Set
 MAX_RANKS = 4096
 RANK_SAMPLES = 2000
 CAPTURE_SAMPLES = 8
@@ -76,9 +80,6 @@ class Scan:
         self.leaves = 0                      # times this scan left the Set (see leave_set)
         self.active: Any = engine.set        # what flagged and locate ask: the Set, or the literal Set
         self._stay, self._away = LITERAL_STAY, 0
-        if isinstance(engine.set, LazySet) and not engine.set.compiled:
-            # until the Set is needed the gated set answers: a small log never compiles the Set
-            self.active, self._away = engine.gated_set(), GATED_BYTES
         self.observers = [factory(self) for factory in engine.observers]
 
     @property
@@ -87,6 +88,13 @@ class Scan:
 
     # ---------------------------------------------------------------- the loop
     def run(self, fh: BinaryIO, source: str) -> Report:
+        eng = self.engine
+        if isinstance(eng.set, LazySet) and not eng.set.compiled:
+            if 0 < _known_size(fh) <= GATED_BYTES or _known_size(fh) == 0:
+                # until the Set is needed the gated set answers: a small log never compiles the Set
+                self.active, self._away = eng.gated_set(), GATED_BYTES
+            else:                            # a file too big for it: the Set, compiled before any block is read
+                eng.set.Match(b"")
         line_base, nbytes, forced_cuts = 1, 0, 0
         lines = b""
         for chunk, forced in iter_blocks(fh):
@@ -133,9 +141,16 @@ class Scan:
         elif not on_set and eng.set is not None:
             self._away -= len(view)
             if self._away <= 0:
-                self.active = eng.set
+                self._to_set()
         if self.tbp.active or self.active is None or (flagged and eng.tb_idx in flagged):
             self._feed_traceback(lines, view, line_base)
+
+    def _to_set(self) -> None:
+        """Back (or on) to the pattern Set; the gated set's programs are dropped on the way."""
+        if isinstance(self.active, GatedSet):
+            self.engine.drop_gated_set()
+        self.active = self.engine.set
+        self._away = 0
 
     def _thrashing(self, events: list[tuple[int, int]]) -> bool:
         hits = self.engine.thrash_hits
@@ -170,6 +185,11 @@ class Scan:
     # ---------------------------------------------------------------- which patterns, where
     def flagged(self, view: bytes) -> list[int]:
         eng = self.engine
+        if isinstance(self.active, GatedSet):
+            cand = self.active.candidates(view)
+            if len(cand) <= GATED_MAX_CANDIDATES:
+                return self.active.match_among(view, cand)
+            self._to_set()                   # a hit-dense block: the Set answers it and what follows
         if self.active is not None:
             return self.active.Match(view)
         if eng.mode == "reference":
@@ -339,6 +359,15 @@ class Scan:
         report.findings = judged if judged is not None else sorted(findings, key=Finding.sort_key)
         report.encoding = "gb18030" if "gb18030" in self.encodings else "utf-8"
         return report
+
+
+def _known_size(fh: BinaryIO) -> int:
+    """The size of a regular file behind `fh` (0 for a pipe, a socket or an in-memory stream)."""
+    try:
+        st = os.fstat(fh.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def utf8_lines(chunk: bytes) -> tuple[bytes, bool]:
