@@ -176,7 +176,7 @@ def test_a_multi_line_message_is_read_with_the_lines_that_follow_its_headline():
             '  File "/usr/local/bin/vllm", line 10, in <module>\n'
             "    sys.exit(main())\n"
             "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
-            "  Value error, Tensor parallel size (8) cannot be larger than the number of available GPUs (4). "
+            "  Value error, the number of visible GPUs (2) is less than pipeline_parallel_size x tensor_parallel_size (4). "
             "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"
             "    For further information visit https://errors.pydantic.dev/2.11/v/value_error\n")
     top = llmtriage.analyze(text).findings[0]

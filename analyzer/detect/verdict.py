@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.engine.logparse import BENIGN_EXC
+from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
 from llmtriage.detect.corroborate import corroborate
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
@@ -98,7 +98,9 @@ def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any,
 
 
 _ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|cannot|unable)\b|\bwhat\(\)")
-_NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback")   # warnings are the usual trap; frames are code
+# warnings are the usual trap; frames are code; Hydra's "Error executing job with overrides: [...]"
+# is the command line (data paths, config keys), not an error message
+_NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing job with overrides")
 
 
 def _text(raw: bytes) -> str:
@@ -202,6 +204,15 @@ class Scanner:
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
 
+    def line_text(self, line: int) -> str:
+        """Line `line` (1-based) of the input when it is still in the last two blocks, else ''."""
+        for base, view in self._tail:
+            if line >= base:
+                rows = view.split(b"\n", line - base + 1)
+                if len(rows) > line - base:
+                    return _text(rows[line - base])
+        return ""
+
     @property
     def last_progress(self) -> int:
         if self._last_prog is None:
@@ -221,8 +232,9 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     report's exception when no traceback gave it (a bare `XError: ...` line), a death when the log
     (`lines` long) ends just after it."""
     spec = verdict_spec()
-    if bare is not None and bare not in exceptions and lines - bare.line <= int(spec.get("bare_exception_tail", 0)):
-        exceptions = [*exceptions, bare]
+    if (bare is not None and bare not in exceptions and lines - bare.line <= int(spec.get("bare_exception_tail", 0))
+            and split_prefix(scanner.line_text(bare.line)).text.startswith(bare.type)):
+        exceptions = [*exceptions, bare]      # the line is the exception (not a message quoting one)
     last_finish = scanner.last("finish")
     tails = {m.name: m.tail for m in markers() if m.tail}
     deaths = [d for d in scanner.hits.get("death", ()) if d[1] not in tails or lines - d[0] <= tails[d[1]]]
@@ -378,7 +390,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                     evidence["line"] if status == "crashed" and evidence else None)
     corroborate(findings, lang)
     errors = [f for f in findings if f.severity == "error"]
-    if exc is not None and not errors:
+    judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
+    if exc is not None and not errors and not judged_here:     # a rule judged that very line: no second opinion
         u = unknown_finding(exc, lang)
         if u.severity == "error" and status != "crashed" and _survived(exc.line, scanner):
             ctx = next(c for c in verdict_spec()["contexts"] if c["id"] == "recovered")
