@@ -110,3 +110,33 @@ def test_mask_keeps_length_and_newlines():
     assert masked.count(b"\n") == text.count(b"\n")
     assert b"CUDA out of memory" not in masked
     assert b"training example:" in masked
+
+
+OLLAMA_SESSION = (
+    "$ ollama run qwen2.5:7b --verbose\n"
+    '>>> explain what "CUDA error: out of memory" means in one sentence\n'
+    "It means the GPU ran out of free memory; you may see torch.OutOfMemoryError: CUDA out of memory.\n"
+    "\n"
+    "total duration:       1.412115002s\n"
+    ">>> /bye\n"
+)
+
+
+def test_a_chat_repl_sessions_questions_and_answers_are_quoted_data():
+    rep = llmtriage.analyze(OLLAMA_SESSION)
+    assert not [f for f in rep.findings if f.severity == "error"], rep.findings
+    # the tool's own error inside the same session is the session failing
+    failed = OLLAMA_SESSION.replace("total duration:", "Error: an error was encountered while running the model: "
+                                    "CUDA error: out of memory\ntotal duration:")
+    failed = failed.replace("It means", "Error: an error was encountered while running the model: CUDA error: "
+                            "out of memory\nIt means")
+    errs = [f for f in llmtriage.analyze(failed).findings if f.severity == "error"]
+    assert errs and errs[0].category == "cuda-oom"
+
+
+def test_a_python_repl_without_a_chat_banner_is_not_masked():
+    text = (">>> import torch\n>>> x = torch.empty(10**12, device='cuda')\nTraceback (most recent call last):\n"
+            '  File "<stdin>", line 1, in <module>\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3725.29 GiB.\n")
+    errs = [f for f in llmtriage.analyze(text).findings if f.severity == "error"]
+    assert errs and errs[0].category == "cuda-oom"

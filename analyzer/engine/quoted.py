@@ -14,6 +14,12 @@ it is (a log line is never hidden on a guess). A bare header (`labels:`, `chosen
 just after a closed turn opens the next piece of the same sample (the labels repeat the answer
 without its opening marker).
 
+Interactive chat sessions are quoted data too: in a block that shows a chat REPL's own banner
+(`ollama run`, `>>> /bye`, llama.cpp's "== Running in interactive mode. =="), a prompt line (`>>> `,
+`> `) and the model's answer below it, up to the next prompt, a timing line or a blank line, are
+the user's question and the model's text. Lines the tool itself prints there (`Error: ...`,
+`ggml-cuda.cu:75: CUDA error`, `llama_...` log lines) are kept: they are the session failing.
+
 `mask(lines)` blanks those lines (every byte but the newline becomes a space), so line numbers and
 offsets stay, and everything downstream (Set, tracebacks, observers, verdict) sees nothing there.
 """
@@ -53,6 +59,39 @@ def _rx() -> SimpleNamespace:
 
 
 _BEFORE_MAX = 60
+# a chat REPL session: its banner must be in the block before its prompts count
+_REPL_GATE = (b"== Running in interactive mode", b">>> /bye", b"ollama run ", b"Send a message (/? for help)")
+_REPL_MAX = 100          # an answer is at most this many lines
+
+
+@lru_cache(maxsize=1)
+def _repl_rx() -> SimpleNamespace:
+    return SimpleNamespace(
+        prompt=re.compile(rb"^(?:>>>|>) "),
+        # where an answer ends: the next prompt, the tool's timing lines, a blank line
+        end=re.compile(rb"^(?:>>>|>)(?: |$)|^(?:llama_perf_|llama_print_timings|total duration:|eval rate:)|^\s*$"),
+        # what the tool itself prints inside a session: kept
+        tool=re.compile(rb"^(?:Error\b|error:|ERROR\b|CUDA error|ggml_|llama_|\[GIN\]|time=)|^\S+\.(?:cu|cpp|cc|c|h|go):\d+"),
+    )
+
+
+def repl_spans(rows: list[bytes]) -> list[tuple[int, int]]:
+    """(first, last) row indexes of a chat REPL's prompts and answers (see the module doc)."""
+    rx = _repl_rx()
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(rows)
+    while i < n:
+        if not rx.prompt.match(rows[i]):
+            i += 1
+            continue
+        out.append((i, i))                      # the user's question
+        j = i + 1
+        while j < n and j - i <= _REPL_MAX and not rx.end.match(rows[j]):
+            if not rx.tool.match(rows[j]):
+                out.append((j, j))
+            j += 1
+        i = j
+    return out
 
 
 def _opens(line: bytes) -> bool:
@@ -116,9 +155,14 @@ def _close_line(rows: list[bytes], start: int) -> int | None:
 def mask(lines: bytes) -> bytes:
     """`lines` with the quoted-data lines blanked (same length, same newlines)."""
     found = spans(lines)
-    if not found:
+    repl = any(g in lines for g in _REPL_GATE)
+    if not found and not repl:
         return lines
     rows = lines.split(b"\n")
+    if repl:
+        found = found + repl_spans(rows)
+        if not found:
+            return lines
     for a, b in found:
         for k in range(a, b + 1):
             rows[k] = b" " * len(rows[k])
