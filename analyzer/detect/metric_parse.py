@@ -145,10 +145,19 @@ _TABLE_FIELD = {"step": 0, "training loss": 1, "train loss": 1, "loss": 1, "grad
                 "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4}
 
 
+# a launcher's or collector's line prefix before a table line ([rank3]: , (pid=1) , host: , 3: , a time)
+_TABLE_PREFIX = re.compile(rb"^\s*(?:\[[^\]\n]{1,60}\]:?\s*|\([^)\n]{1,60}\)\s*|[\w.-]{1,40}:\s+|"
+                           rb"\d{4}-\d\d-\d\dT[\d:.,Z+-]{5,30}\s+){0,3}")
+
+
+def _unprefixed(line: bytes) -> bytes:
+    return line[_TABLE_PREFIX.match(line).end():]   # the pattern matches every line (all optional)
+
+
 def table_columns(header: bytes) -> Optional[tuple[bytes, list[Optional[int]], bool]]:
     """(separator, field of each column, RL table?) when `header` is a loss table's header line
     (`Step<TAB>Training Loss...` or `Step | Training Loss | ...`), else None."""
-    text = header.strip().lower()
+    text = _unprefixed(header).strip().lower()
     sep = b"\t" if b"\t" in text else b"|"
     cells = [c.strip().decode("ascii", "replace") for c in text.strip(b"|").split(sep)]
     if len(cells) < 2 or cells[0] not in ("step", "epoch") or not any(c in ("training loss", "train loss") for c in cells):
@@ -161,7 +170,7 @@ def table_columns(header: bytes) -> Optional[tuple[bytes, list[Optional[int]], b
 def table_row(text: bytes, sep: bytes, cols: list[Optional[int]]) -> Optional[tuple]:
     """(step, loss, grad_norm, lr, epoch) of one row of a loss table, or None when the line is not
     a row of it (the table has ended)."""
-    cells = text.strip().strip(b"|").split(sep)
+    cells = _unprefixed(text).strip().strip(b"|").split(sep)
     if len(cells) != len(cols) or not cells[0].strip().isdigit():
         return None
     out: list[Any] = [None, None, None, None, None]

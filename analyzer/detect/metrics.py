@@ -376,7 +376,7 @@ class MetricTracker:
             le = view.find(b"\n", pos)
             le = n if le < 0 else le
             text = view[pos:le]
-            if self._table is not None:
+            if self._table is not None and text.strip(b" \t\r"):    # a blank line (a CR's echo) goes on
                 parsed = table_row(text, self._table[0], self._table[1])
                 if parsed is not None:
                     self.add(ln, parsed, rl=self._table[2])
