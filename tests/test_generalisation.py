@@ -2,8 +2,10 @@
 
 Every problem fixture is triaged again with the rule on top of its golden disabled; the share whose
 category still comes out right (from the failure families, the verdict and the other rules) was
-0.09 before failure families existed and ~0.5 since. The floor catches a change that quietly takes
-that judgement away (a family file emptied, the unknown finding no longer placed).
+0.09 before failure families existed, 0.50 on 738 fixtures after them, and 0.469 (374/798) on
+2026-12-02 with 389 rules. The floor sits below that with room for new fixtures whose wordings no
+family knows yet; it catches a change that takes that judgement away (a family file emptied, the
+unknown finding no longer placed), which drops the share towards 0.1.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = 0.45
+FLOOR = 0.40
 
 
 @pytest.mark.slow   # every problem fixture triaged again without its rule: ~2 minutes on 2 cores
