@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of
+from llmtriage.engine.logparse import split_prefix
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
@@ -145,13 +146,9 @@ _TABLE_FIELD = {"step": 0, "training loss": 1, "train loss": 1, "loss": 1, "grad
                 "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4}
 
 
-# a launcher's or collector's line prefix before a table line ([rank3]: , (pid=1) , host: , 3: , a time)
-_TABLE_PREFIX = re.compile(rb"^\s*(?:\[[^\]\n]{1,60}\]:?\s*|\([^)\n]{1,60}\)\s*|[\w.-]{1,40}:\s+|"
-                           rb"\d{4}-\d\d-\d\dT[\d:.,Z+-]{5,30}\s+){0,3}")
-
-
 def _unprefixed(line: bytes) -> bytes:
-    return line[_TABLE_PREFIX.match(line).end():]   # the pattern matches every line (all optional)
+    """A table line without the launcher's or collector's prefix ([rank3]:, a Ray actor, a host...)."""
+    return split_prefix(line.decode("utf-8", "replace")).text.encode("utf-8")
 
 
 def table_columns(header: bytes) -> Optional[tuple[bytes, list[Optional[int]], bool]]:

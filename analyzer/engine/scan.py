@@ -90,7 +90,7 @@ class Scan:
     def run(self, fh: BinaryIO, source: str) -> Report:
         eng = self.engine
         if isinstance(eng.set, LazySet) and not eng.set.compiled:
-            if 0 < _known_size(fh) <= GATED_BYTES or _known_size(fh) == 0:
+            if _known_size(fh) <= GATED_BYTES:      # 0 for a stream: start gated, move on after GATED_BYTES
                 # until the Set is needed the gated set answers: a small log never compiles the Set
                 self.active, self._away = eng.gated_set(), GATED_BYTES
             else:                            # a file too big for it: the Set, compiled before any block is read
