@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from llmtriage.detect.verdict import Scanner, judge
+from llmtriage.detect.scanner import Scanner
+from llmtriage.detect.verdict import judge
 from llmtriage.ruleset.datafiles import use_data
 
 
@@ -79,7 +80,7 @@ class VerdictObserver:
     def finish(self, report: Any, findings: list[Any]) -> Optional[list[Any]]:
         scan = self.scan
         return judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id,
-                     getattr(scan.ruleset, "taxonomy", None))
+                     getattr(scan.ruleset, "taxonomy", None), scan.engine)
 
 
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps]

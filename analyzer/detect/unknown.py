@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from llmtriage.detect.family import family_of
+from llmtriage.detect.family import family_of, scores
+from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
 from llmtriage.engine.logparse import BENIGN_EXC
 from llmtriage.engine.redact import clip
@@ -39,10 +40,11 @@ def death_unknown(death: dict[str, Any], lang: Optional[str]) -> Finding:
 
 
 def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Any,
-                   lang: Optional[str], taxonomy: dict[str, str]) -> None:
+                   lang: Optional[str], taxonomy: dict[str, str], engine: Any = None) -> None:
     """An unexplained death whose words belong to one failure family (detect/family.py) takes that
-    family's category; it keeps rule id `unknown` and low confidence."""
-    spec = verdict_spec()["unknown"]["family"]
+    family's category; failing that, the category of the nearest known failure (detect/nearest.py)
+    when it is close enough. It keeps rule id `unknown` and low confidence."""
+    spec, near = verdict_spec()["unknown"]["family"], verdict_spec()["unknown"]["nearest"]
     wrappers = set(spec.get("wrappers", ()))
     for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.role == "cause"]:
         # a signature that only says how the process died (a C++ terminate, a segfault): the message
@@ -63,12 +65,29 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         exc = next((e for e in exceptions if e.line == f.line), None)
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         got = family_of(own)
+        context = ""
         if got is None:      # an opaque headline: the error lines printed just before it (and just after)
             context = scanner.error_lines_around(f.line, int(spec.get("exception_after", 0)))
             got = family_of(own + "\n" + context) if context else None
-        if got is None or got[0] not in taxonomy:
-            continue
-        _place(f, got, spec, lang, taxonomy)
+        if got is None:
+            near_to = nearest(f.evidence, engine, scores(own + "\n" + context), near, f.captures.get("type", ""))
+            _place_nearest(f, near_to, near, lang, taxonomy)
+        elif got[0] in taxonomy:
+            _place(f, got, spec, lang, taxonomy)
+
+
+def _place_nearest(f: Finding, got: Optional[tuple[str, str, float]], spec: dict[str, Any], lang: Optional[str],
+                   taxonomy: dict[str, str]) -> None:
+    if got is None or got[0] not in taxonomy:
+        return
+    cat, rid, score = got
+    f.category = cat
+    f.captures = {**f.captures, "nearest_category": cat, "nearest_rule": rid, "nearest_score": f"{score:.2f}"}
+    f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=cat)[:90]
+    f.cause = tr(spec["cause"], lang, family=cat, desc=taxonomy[cat], rule=rid or "-")
+    f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=cat, rule=rid or "-"),
+                "detail": tr(spec["fix"]["detail"] if rid else spec["fix"]["family_detail"], lang, family=cat, rule=rid)},
+               *f.fixes]
 
 
 def _place(f: Finding, got: tuple[str, list[str]], spec: dict[str, Any], lang: Optional[str],

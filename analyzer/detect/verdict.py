@@ -22,7 +22,6 @@ Signature matching says *what* a log contains; the verdict says what it *means*:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional
 
@@ -31,197 +30,16 @@ from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
 from llmtriage.detect.corroborate import corroborate
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
+from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, unknown_finding
-
-try:  # pragma: no cover - exercised when google-re2 is installed
-    import re2 as _re2
-except ImportError:  # pragma: no cover
-    _re2 = None
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
-MAX_HITS = 256           # per marker kind: the last ones are kept (bounded memory on retry spam)
-_PER_BLOCK = 64          # hits taken from one block per marker
-_PROGRESS_TRIES = 4      # progress: last occurrences of a literal tried per block
-_CANDIDATES = 512        # literal hits looked at per block (bounded cost when every line is a hit)
-_PROGRESS_TAIL = 8192    # progress literals are first looked for in the last bytes of a block
-
-
-
-
-@dataclass(frozen=True)
-class Marker:
-    name: str
-    kind: str
-    literals: tuple[bytes, ...]
-    source: bytes
-    tail: int = 0          # a death marker that counts only within this many lines of the log's end (0: anywhere)
-
-    @property
-    def regex(self) -> Any:
-        """Compiled on first use: a marker whose literals never occur costs nothing at start-up."""
-        return _marker_rx(self.source)
-
-
-@lru_cache(maxsize=256)
-def _marker_rx(source: bytes) -> Any:
-    return re.compile(source, re.MULTILINE)
-
-
-@lru_cache(maxsize=1)
-def markers() -> tuple[Marker, ...]:
-    return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode(),
-                        int(m.get("tail", 0))) for m in verdict_spec()["markers"])
 
 
 @lru_cache(maxsize=64)
 def _rx(pattern: str) -> Any:
     return re.compile(pattern)
-
-
-def _line_at(view: bytes, pos: int) -> tuple[int, int]:
-    start = view.rfind(b"\n", 0, pos) + 1
-    end = view.find(b"\n", pos)
-    return start, len(view) if end < 0 else end
-
-
-@lru_cache(maxsize=16)
-def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any, tuple[Marker, ...]]:
-    """One compiled alternation of the literals of `marks`, leaving out training/context facts
-    already in `skip`, and the markers it covers."""
-    active = tuple(m for m in marks if not (m.kind in ("training", "context") and m.name in skip))
-    lits = sorted({lit for m in active for lit in m.literals}, key=len, reverse=True)
-    if not lits:
-        return None, active
-    pattern = b"|".join(re.escape(lit) for lit in lits)
-    return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active
-
-
-_ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|cannot|unable)\b|\bwhat\(\)")
-# warnings are the usual trap; frames are code; Hydra's "Error executing job with overrides: [...]"
-# is the command line (data paths, config keys), not an error message
-_NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing job with overrides")
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace").strip()[:300]
-
-
-class Scanner:
-    """Collects status evidence block by block (fed by the matcher beside its observers).
-
-    One pass per block finds every marker literal at once (a compiled alternation: RE2 when
-    installed); a marker's regex then runs only on the lines holding one of its literals. Progress
-    is only needed as "the last progress line": its literals are looked up from the block's end."""
-
-    def __init__(self) -> None:
-        self.markers = markers()
-        self.hits: dict[str, list[tuple[int, str, str]]] = {}
-        self.seen: set[str] = set()
-        self._last_prog: Optional[tuple[int, bytes, int]] = None
-        self.last_progress_name = ""                  # the marker of the last progress line
-        self._progress_markers = [m for m in self.markers if m.kind == "progress"]
-        self._others = tuple(m for m in self.markers if m.kind != "progress")
-        self._gate, self._active = _literal_gate(self._others, frozenset())
-        self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
-        self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
-
-    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
-        self._tail = [*self._tail[-1:], (line_base, view)]
-        self._progress(lines, view, line_base)
-        if self._gate is None:
-            return
-        cands: set[tuple[int, int]] = set()
-        for n, hit in enumerate(self._gate.finditer(view)):
-            if n >= _CANDIDATES:
-                break
-            cands.add(_line_at(view, hit.start()))
-        spans: dict[Marker, list[tuple[int, int]]] = {}
-        for a, b in sorted(cands):       # every marker with a literal on the line (literals may overlap)
-            text = view[a:b]
-            for m in self._active:
-                if any(lit in text for lit in m.literals):
-                    spans.setdefault(m, []).append((a, b))
-        changed = False
-        for m, todo in spans.items():
-            found = 0
-            for a, b in todo:
-                if not m.regex.search(view, a, b):
-                    continue
-                self.seen.update((m.name, m.kind))
-                if m.kind in ("training", "context"):
-                    changed = True
-                    break
-                kept = self.hits.setdefault(m.kind, [])
-                kept.append((line_base + lines.count(b"\n", 0, a), m.name, _text(view[a:b])))
-                if len(kept) > 2 * MAX_HITS:
-                    del kept[:-MAX_HITS]
-                found += 1
-                if found >= _PER_BLOCK:
-                    break
-        if changed:     # a training/context fact is known once: stop looking for its literals
-            self._gate, self._active = _literal_gate(self._others, frozenset(self.seen))
-
-    def _progress(self, lines: bytes, view: bytes, line_base: int) -> None:
-        tail = max(0, len(view) - _PROGRESS_TAIL)
-        best, name = -1, ""
-        for m in self._progress_markers:
-            for lit in m.literals:
-                end = len(view)
-                for _ in range(_PROGRESS_TRIES):
-                    pos = view.rfind(lit, tail, end)
-                    if pos < 0 or pos <= best:
-                        break
-                    a, b = _line_at(view, pos)
-                    if m.regex.search(view, a, b):
-                        best, name = a, m.name
-                        self.seen.update((m.name, m.kind))
-                        break
-                    end = a
-        if best < 0 and self._progress_gate is not None:    # none near the end: the whole block, one pass
-            for hit in self._progress_gate.finditer(view, 0, tail):
-                a, b = _line_at(view, hit.start())
-                m = next((m for m in self._progress_markers if m.regex.search(view, a, b)), None) if a > best else None
-                if m is not None:
-                    best, name = a, m.name
-        if best >= 0:
-            self.seen.add("progress")
-            self._last_prog = (line_base, lines, best)     # its line number is counted when asked
-            self.last_progress_name = name
-
-    def error_lines_around(self, line: int, after: int = 0) -> str:
-        """The error lines among the `family.context_lines` lines before `line` (1-based) and the
-        `after` lines after it, when they are still in the last two blocks: what a framework printed
-        around an opaque death ("Engine process failed to start. See stack trace", "The Inner error
-        is reported as above", a C++ terminate whose what() follows)."""
-        spec = verdict_spec()["unknown"]["family"]
-        want, keep = int(spec["context_lines"]), int(spec["context_keep"])
-        rows: list[bytes] = []
-        for base, view in self._tail:
-            for n, raw in enumerate(view.split(b"\n"), start=base):     # line_base is the block's first line
-                if line - want <= n <= line + after and n != line:
-                    rows.append(raw)
-        picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
-        return "\n".join(_text(r) for r in picked[-keep:])
-
-    def line_text(self, line: int) -> str:
-        """Line `line` (1-based) of the input when it is still in the last two blocks, else ''."""
-        for base, view in self._tail:
-            if line >= base:
-                rows = view.split(b"\n", line - base + 1)
-                if len(rows) > line - base:
-                    return _text(rows[line - base])
-        return ""
-
-    @property
-    def last_progress(self) -> int:
-        if self._last_prog is None:
-            return 0
-        base, lines, pos = self._last_prog
-        return base + lines.count(b"\n", 0, pos)
-
-    def last(self, kind: str) -> int:
-        return max((h[0] for h in self.hits.get(kind, ())), default=0)
 
 
 # --------------------------------------------------------------------------- status
@@ -268,11 +86,13 @@ def _handled(line: int, scanner: Scanner, last_death: int = 0) -> bool:
 
 def _progress_after(line: int, scanner: Scanner) -> bool:
     """Progress after `line` that a death there could not have printed: beyond `progress_gap`
-    lines, or any later progress of a `progress_strong` kind (a request served)."""
+    lines, any later progress of a `progress_strong` kind (a request served), or a step counter
+    that went on by `progress_steps` or more."""
     spec = verdict_spec()
     last = scanner.last_progress
-    return last > line + int(spec.get("progress_gap", 20)) or (
-        last > line and scanner.last_progress_name in spec.get("progress_strong", ()))
+    return last > line + int(spec.get("progress_gap", 20)) or (last > line and (
+        scanner.last_progress_name in spec.get("progress_strong", ())
+        or scanner.steps_after(line) >= int(spec.get("progress_steps", 2))))
 
 
 def _survived(line: int, scanner: Scanner) -> bool:
@@ -381,8 +201,9 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
 
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
           scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any],
-          taxonomy: Optional[dict[str, str]] = None) -> list[Finding]:
-    """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings."""
+          taxonomy: Optional[dict[str, str]] = None, engine: Any = None) -> list[Finding]:
+    """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings.
+    `engine`: its active rules are the nearest-failure index (detect/nearest.py)."""
     status, evidence = status_of(scanner, exceptions, exc, report.lines)
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
@@ -413,7 +234,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _after_death(findings, evidence if status == "crashed" else None, lang)
     _yield_unknown(findings, lang)
     if taxonomy:
-        name_families(findings, exceptions, scanner, lang, taxonomy)
+        name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     findings.sort(key=Finding.sort_key)
     for f in findings:
         f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id)

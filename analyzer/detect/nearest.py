@@ -1,0 +1,169 @@
+"""The nearest known failure: the last lead for an error that no rule explains and no family places.
+
+Most errors that end a job unexplained are new wordings of failures some rule already describes
+("Processor was not found, please check ..." beside a rule for a missing processor config). Each
+active rule becomes a bag of words: its id, title, keywords, tags, message, the literal words of
+its patterns, and the lines of its `examples.match` logs that share at least two of those words
+(the signature lines, not the noise around them). An unexplained headline is compared with every
+bag (tf-idf, cosine); each category scores its closest rule, and the failure-family cue weights
+that did not reach a family's threshold (detect/family.py) are added, scaled by `family_weight`.
+The best category is named when its score reaches `min_score`; the finding keeps rule id
+`unknown` and low confidence, and says which rule it resembles.
+
+Built from the engine's own rules, so a disabled rule is not in the index (the leave-one-rule-out
+benchmark measures exactly this lead), and only on the first unexplained death of a process.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import weakref
+from collections import Counter
+from functools import lru_cache
+from typing import Any, Iterable, Optional
+
+from llmtriage.ruleset import cachefile
+from llmtriage.ruleset.cachefile import blake2b
+
+FORMAT = 1
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]+|[\u4e00-\u9fff]+")
+_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_SYNTAX = re.compile(r"\\[A-Za-z]|\(\?[a-z]*\)|[\\()\[\]{}?*+|^$.]")
+_STOP = frozenset("the a an of to in is and or for on at by be with from this that it as are was not no but if "
+                  "error errors line file".split())
+_INDEXES: "weakref.WeakKeyDictionary[Any, Index]" = weakref.WeakKeyDictionary()
+
+
+@lru_cache(maxsize=1 << 16)
+def _parts(word: str) -> tuple[str, ...]:
+    if "\u4e00" <= word[0] <= "\u9fff":
+        return tuple(word[i:i + 2] for i in range(max(1, len(word) - 1)))
+    parts = {p.lower() for p in _PART.findall(word.replace("_", " "))} | {word.lower()}
+    return tuple(sorted(p for p in parts if len(p) >= 2 and p not in _STOP))
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case words and their CamelCase / snake_case parts; Chinese runs as character pairs."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        out.extend(_parts(w))
+    return out
+
+
+def _patterns(rule: dict[str, Any]) -> Iterable[str]:
+    match = rule.get("match") or {}
+    for key in ("any", "all"):
+        for p in match.get(key) or ():
+            if isinstance(p, dict) and isinstance(p.get("regex"), str):
+                yield p["regex"]
+
+
+def rule_words(rule: dict[str, Any]) -> Counter:
+    """The bag of words that stands for one rule (see the module text)."""
+    literal = " ".join(_SYNTAX.sub(" ", p) for p in _patterns(rule))
+    signature = set(tokens(literal + " " + " ".join(rule.get("keywords") or ())))
+    parts = [rule["id"].replace("-", " "), str(rule.get("title", "")), " ".join(rule.get("keywords") or ()),
+             " ".join(rule.get("tags") or ()), str(rule.get("message", "")), literal]
+    for ex in (rule.get("examples") or {}).get("match") or ():
+        log = ex.get("log", "") if isinstance(ex, dict) else str(ex)
+        parts.extend(ln for ln in log.splitlines() if len(signature.intersection(tokens(ln))) >= 2)
+    return Counter(tokens("\n".join(parts)))
+
+
+_FIELDS = ("id", "category", "title", "keywords", "tags", "message", "match", "examples")
+
+
+def _bags(rules: list[dict[str, Any]]) -> dict[str, tuple[str, Counter]]:
+    """rule id -> (category, bag of words), from the private cache folder when a file for exactly
+    these rules is there (checked JSON, ruleset/cachefile.py), computed and written otherwise."""
+    blob = json.dumps([[r.get(k) for k in _FIELDS] for r in rules], ensure_ascii=False, sort_keys=True, default=str)
+    key = blake2b(f"near {FORMAT}\n{blob}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()[:24]
+    folder = cachefile.cache_dir()
+    path = folder / f"near-{key}.json" if folder is not None else None
+    if path is not None:
+        raw = cachefile.read(path)
+        if raw is not None:
+            try:
+                body = json.loads(raw.decode("utf-8", "surrogatepass"))
+                bags = {str(rid): (str(cat), Counter({str(t): int(n) for t, n in bag.items()}))
+                        for rid, (cat, bag) in body.items()}
+                if set(bags) == {r["id"] for r in rules}:
+                    return bags
+            except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+                pass
+            cachefile.remove(path)
+    bags = {r["id"]: (r["category"], rule_words(r)) for r in rules}
+    if path is not None:
+        cachefile.write(path, json.dumps({rid: [cat, dict(bag)] for rid, (cat, bag) in bags.items()},
+                                         ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    return bags
+
+
+class Index:
+    """tf-idf vectors of the active rules, by rule id, with each rule's category."""
+
+    def __init__(self, rules: Iterable[dict[str, Any]]):
+        bags = _bags(list(rules))
+        df: Counter = Counter()
+        for _, bag in bags.values():
+            df.update(bag.keys())
+        n = max(len(bags), 1)
+        self.idf = {t: math.log(n / k) for t, k in df.items() if k < n}
+        self.rules = {rid: (cat, self.vector(bag)) for rid, (cat, bag) in bags.items()}
+
+    def vector(self, bag: Counter) -> dict[str, float]:
+        v = {t: (1 + math.log(k)) * self.idf[t] for t, k in bag.items() if t in self.idf}
+        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
+        return {t: x / norm for t, x in v.items()}
+
+    def closest(self, text: str) -> dict[str, tuple[float, str]]:
+        """category -> (similarity, rule id) of its closest rule to `text`."""
+        q = self.vector(Counter(tokens(text)))
+        best: dict[str, tuple[float, str]] = {}
+        for rid, (cat, v) in self.rules.items():
+            s = sum(x * v.get(t, 0.0) for t, x in q.items())
+            if s > best.get(cat, (0.0, ""))[0]:
+                best[cat] = (s, rid)
+        return best
+
+
+def index_for(engine: Any) -> Index:
+    """The engine's index, built on first use and kept as long as the engine lives."""
+    idx = _INDEXES.get(engine)
+    if idx is None:
+        idx = _INDEXES[engine] = Index(engine.rules)
+    return idx
+
+
+def nearest(text: str, engine: Any, family_scores: list[tuple[int, str, list[str]]], spec: dict[str, Any],
+            ignore: str = "") -> Optional[tuple[str, str, float]]:
+    """(category, closest rule id or "", score) for an unexplained headline `text`, or None.
+
+    Named when the score reaches `spec.min_score` and either `spec.min_shared` words of `text` are
+    in that rule's vocabulary (a word counts once however many of its parts are: `KeyError:
+    'input_ids'` is one identifier, not evidence; `ignore`, the exception's type name, does not
+    count: "RuntimeError" alone says nothing) or the category's own family cues weigh
+    `spec.family_lean` or more."""
+    if engine is None or not getattr(engine, "rules", None):
+        return None
+    idx = index_for(engine)
+    closest = idx.closest(text)
+    total = {cat: s for cat, (s, _) in closest.items()}
+    lean: dict[str, int] = {}
+    for weight, cat, _ in family_scores:
+        total[cat] = total.get(cat, 0.0) + float(spec["family_weight"]) * weight
+        lean[cat] = weight
+    if not total:
+        return None
+    cat, score = max(total.items(), key=lambda kv: (kv[1], kv[0]))
+    rid = closest.get(cat, (0.0, ""))[1]
+    vocab = idx.rules[rid][1] if rid else {}
+    skip = set(_WORD.findall(ignore))
+    shared = {w for w in _WORD.findall(text) if w not in skip and any(p in vocab for p in _parts(w))}
+    if score < float(spec["min_score"]):
+        return None
+    if len(shared) < int(spec["min_shared"]) and lean.get(cat, 0) < int(spec["family_lean"]):
+        return None
+    return cat, rid, score
