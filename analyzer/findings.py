@@ -39,6 +39,7 @@ class ExceptionInfo:
     chain: list[str] = field(default_factory=list)      # earlier exceptions in the chain ("Type: msg")
     cpp_frames: list[str] = field(default_factory=list)
     chain_omitted: int = 0        # chained exceptions left out of `chain` (it keeps the first and last few)
+    thread: bool = False          # raised in a background thread ("Exception in thread X:"): not the process's death
 
     @property
     def headline(self) -> str:

@@ -80,3 +80,60 @@ def test_an_argparse_error_ends_the_program():
     assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "argparse-error"
     quoted = "INFO hint: a message like 'train.py: error: unrecognized arguments' means a typo\nstep 1 loss 2.0\n"
     assert _rep(quoted).extra["status"] != "crashed"
+
+
+def test_a_background_threads_exception_does_not_end_the_process():
+    log = ("[INFO] - train, rank: 0, epoch: 19/20, step: 4000/4211, (loss_avg_rank: 0.212)\n"
+           "Exception in thread Thread-3 (_pin_memory_loop):\n"
+           "Traceback (most recent call last):\n"
+           '  File "/env/lib/python3.12/threading.py", line 1075, in _bootstrap_inner\n'
+           "    self.run()\n"
+           "RuntimeError: can't create new thread at interpreter shutdown\n")
+    rep = _rep(log)
+    assert rep.extra["status"] != "crashed"
+    assert not [f for f in rep.findings if f.severity == "error"]
+    main = _rep(log.replace("Exception in thread Thread-3 (_pin_memory_loop):\n", ""))   # the main thread's: a death
+    assert main.extra["status"] == "crashed"
+
+
+def _tool_error(n: int) -> str:
+    return (f"(AgentLoopWorker pid=790{n}) WARNING:2025-08-15 10:14:02,881:Error when executing tool: 'calc{n}'\n"
+            f"(AgentLoopWorker pid=790{n}) Traceback (most recent call last):\n"
+            f'(AgentLoopWorker pid=790{n})   File "/work/verl/agent_loop/tool_agent_loop.py", line 181, in _call_tool\n'
+            f"(AgentLoopWorker pid=790{n})     tool = self.tools[tool_name]\n"
+            f"(AgentLoopWorker pid=790{n}) KeyError: 'calc{n}'\n")
+
+
+def _verl_step(n: int) -> str:
+    return (f"(TaskRunner pid=77130) step:{n} - actor/pg_loss:-0.011 - actor/grad_norm:0.284 - "
+            f"timing_s/step:{118 - n}.904 - critic/score/mean:0.617\n")
+
+
+def test_an_error_survived_before_and_raised_again_is_the_same_handled_error():
+    log = _verl_step(12) + _tool_error(1) + _verl_step(13) + _tool_error(2) + _verl_step(14) + _tool_error(3) + _verl_step(15)
+    rep = _rep(log)
+    assert rep.extra["status"] == "running"
+    assert not [f for f in rep.findings if f.severity == "error"]
+    # raised once with a single step after it, and nothing survived before: still a death
+    once = _rep(_verl_step(12) + _tool_error(1) + _verl_step(13))
+    assert once.extra["status"] == "crashed"
+
+
+def test_a_metric_named_step_with_decimals_is_not_a_step_counter():
+    # "timing_s/step" goes down 118, 117, 116: a duration, not a counter going backwards
+    log = _verl_step(12) + _tool_error(1) + _verl_step(13) + _verl_step(14)
+    assert _rep(log).extra["status"] == "running"
+
+
+def test_a_nan_grad_norm_now_and_then_with_every_later_loss_finite_is_a_skipped_step():
+    recs = [("0.1445", "nan")] + [(f"0.16{i}", f"0.{i + 2}") for i in range(4)] + [("0.1601", "nan")] + \
+        [(f"0.15{i}", f"0.{i + 3}") for i in range(6)]
+    log = "".join(f"{{'loss': {l}, 'grad_norm': {g}, 'learning_rate': 0.0001, 'epoch': {0.04 * (i + 1):.2f}}}\n"
+                  for i, (l, g) in enumerate(recs))
+    rep = _rep(log)
+    assert not [f for f in rep.findings if f.severity == "error"]
+    nan = [f for f in rep.findings if f.category == "nan-loss"]
+    assert nan and all(f.severity == "warning" for f in nan)
+    # the same NaN grad_norm at the last record: nothing shows the step was skipped
+    last_bad = _rep(log + "{'loss': 0.1501, 'grad_norm': nan, 'learning_rate': 0.0001, 'epoch': 0.6}\n")
+    assert [f for f in last_bad.findings if f.severity == "error" and f.category == "nan-loss"]

@@ -26,8 +26,9 @@ _PROGRESS_TRIES = 4      # progress: last occurrences of a literal tried per blo
 _CANDIDATES = 512        # literal hits looked at per block (bounded cost when every line is a hit)
 _PROGRESS_TAIL = 8192    # progress literals are first looked for in the last bytes of a block
 # step counters that a process prints as it works: a tqdm bar "n/total [", Megatron's
-# "iteration n/total |", "step n" / "global_step=n" (keyed by the bar's total, or by the word)
-_COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+)\s*\||(?i:\b(global_step|step)\b)\s*[=:\[]?\s*(\d+)\b")
+# "iteration n/total |", "step n" / "global_step=n" (keyed by the bar's total, or by the word; not a
+# metric named ".../step" or a number with decimals: "timing_s/step:118.9" is a duration)
+_COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+)\s*\||(?<![/.\w])(?i:(global_step|step)\b)\s*[=:\[]?\s*(\d+)\b(?!\.\d)")
 
 
 @dataclass(frozen=True)

@@ -57,14 +57,19 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     tails = {m.name: m.tail for m in markers() if m.tail}
     deaths = [d for d in scanner.hits.get("death", ()) if d[1] not in tails or lines - d[0] <= tails[d[1]]]
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
-            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC]
+            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC and not e.thread]
     if last_finish and not any(line > last_finish for line, _, _ in excs):
         teardown = set(spec.get("teardown_after_finish", ()))
         deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
     deaths += excs
     last_death = max((d[0] for d in deaths), default=0)
+    first_survived: dict[str, int] = {}          # exception type -> line of its first survived raise
+    for e in exceptions:
+        if e.type not in first_survived and scanner.last_progress > e.line and _progress_after(e.line, scanner):
+            first_survived[e.type] = e.line
+    again = {e.line for e in exceptions if first_survived.get(e.type, e.line) < e.line < scanner.last_progress}
     alive = sorted(d for d in deaths if last_finish < d[0] and not _progress_after(d[0], scanner)
-                   and not _handled(d[0], scanner, last_death))
+                   and not _handled(d[0], scanner, last_death) and d[0] not in again)
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
@@ -93,6 +98,13 @@ def _progress_after(line: int, scanner: Scanner) -> bool:
     return last > line + int(spec.get("progress_gap", 20)) or (last > line and (
         scanner.last_progress_name in spec.get("progress_strong", ())
         or scanner.steps_after(line) >= int(spec.get("progress_steps", 2))))
+
+
+def _raised_again(exc: ExceptionInfo, exceptions: list[ExceptionInfo], scanner: Scanner) -> bool:
+    """An exception the process already survived once (progress after it), raised again with
+    progress after it too: the same handled error (a tool call failing now and then)."""
+    return scanner.last_progress > exc.line and any(
+        e.type == exc.type and e.line < exc.line and _progress_after(e.line, scanner) for e in exceptions)
 
 
 def _survived(line: int, scanner: Scanner) -> bool:
@@ -214,9 +226,11 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
     if exc is not None and not errors and not judged_here:     # a rule judged that very line: no second opinion
         u = unknown_finding(exc, lang)
-        if u.severity == "error" and status != "crashed" and _survived(exc.line, scanner):
-            ctx = next(c for c in verdict_spec()["contexts"] if c["id"] == "recovered")
-            _demote(u, "warning", tr(ctx["reason"], lang), "survived")
+        if u.severity == "error" and status != "crashed" and (
+                _survived(exc.line, scanner) or _raised_again(exc, exceptions, scanner) or exc.thread):
+            reason = (verdict_spec()["unknown"]["thread_reason"] if exc.thread else
+                      next(c for c in verdict_spec()["contexts"] if c["id"] == "recovered")["reason"])
+            _demote(u, "warning", tr(reason, lang), "background-thread" if exc.thread else "survived")
         findings.append(u)
     elif errors and all(f.role == "symptom" for f in errors):
         # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no

@@ -152,6 +152,7 @@ def split_prefix(line: str) -> Prefix:
 
 _TB_START = "Traceback (most recent call last)"
 _IGNORED = "Exception ignored in"
+_THREAD = "Exception in thread "      # threading's excepthook: a background thread died, the process goes on
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*|Exception)(?::\s?(?P<msg>.*))?$")
@@ -178,6 +179,7 @@ class _TB:
     last_frame_line: int = 0
     chain_omitted: int = 0
     ignored: bool = False       # after "Exception ignored in: ...": Python reported it and went on
+    thread: bool = False        # after "Exception in thread X:": raised in a background thread
 
 
 CHAIN_KEEP = 8          # a chain keeps its first and last CHAIN_KEEP exceptions, and counts the rest
@@ -207,6 +209,7 @@ class TracebackParser:
         self._pending_chain: dict[object, tuple[list[str], int, int]] = {}
         self._last_exc: dict[object, ExceptionInfo] = {}
         self._ignored: dict[object, int] = {}
+        self._thread: dict[object, int] = {}
         self.ignored_lines: set[int] = set()      # the last lines of tracebacks Python ignored (bounded)
         self.exceptions: list[ExceptionInfo] = []
 
@@ -220,15 +223,19 @@ class TracebackParser:
         text = pre.text
         if _IGNORED in text:
             self._ignored[key] = line_no
+        if _THREAD in text:
+            self._thread[key] = line_no
         if _TB_START in text and not _QUOTED_TB.search(text[:text.find(_TB_START)]):
             ign = self._ignored.pop(key, None)
+            thr = self._thread.pop(key, None)
             chain: list[str] = []
             omitted = 0
             pend = self._pending_chain.pop(key, None)
             if pend and line_no - pend[1] < 10:
                 chain, omitted = pend[0], pend[2]
             self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted,
-                                  ignored=ign is not None and line_no - ign <= 2)
+                                  ignored=ign is not None and line_no - ign <= 2,
+                                  thread=thr is not None and line_no - thr <= 2)
             self._last_exc.pop(key, None)
             return
         exc_prev = self._last_exc.get(key)
@@ -283,7 +290,7 @@ class TracebackParser:
             typ = em["type"] if em else stripped.split(":", 1)[0][:120]
             msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")
             info = ExceptionInfo(type=typ, message=msg.strip()[:2000], line=line_no, rank=pre.rank,
-                                 frames=tb.frames, chain=tb.chain, chain_omitted=tb.chain_omitted)
+                                 frames=tb.frames, chain=tb.chain, chain_omitted=tb.chain_omitted, thread=tb.thread)
             info.user_frame = next((f for f in reversed(tb.frames) if not _LIBRARY.search(f.file)), None)
             self.exceptions.append(info)
             if len(self.exceptions) > FRAMES_KEEP:      # frames are kept per report, not per exception
