@@ -137,3 +137,21 @@ def test_a_nan_grad_norm_now_and_then_with_every_later_loss_finite_is_a_skipped_
     # the same NaN grad_norm at the last record: nothing shows the step was skipped
     last_bad = _rep(log + "{'loss': 0.1501, 'grad_norm': nan, 'learning_rate': 0.0001, 'epoch': 0.6}\n")
     assert [f for f in last_bad.findings if f.severity == "error" and f.category == "nan-loss"]
+
+
+def test_a_loss_of_exactly_zero_from_the_first_record_is_a_hidden_nan():
+    log = "".join(f"{{'loss': 0.0, 'learning_rate': {5e-5 - i * 1e-7:.4e}, 'epoch': {0.01 * (i + 1):.2f}}}\n" for i in range(12))
+    top = [f for f in _rep(log).findings if f.severity == "error"][0]
+    assert (top.rule_id, top.category) == ("metric-loss-zero-from-start", "nan-loss")
+    # with a zero gradient norm beside it nothing is supervised: not this detector
+    zero_grad = log.replace("'loss': 0.0,", "'loss': 0.0, 'grad_norm': 0.0,")
+    assert not [f for f in _rep(zero_grad).findings if f.rule_id == "metric-loss-zero-from-start"]
+
+
+def test_megatron_lines_that_drop_the_loss_and_print_grad_norm_nan_are_nan_records():
+    it = lambda n, loss: (f" iteration {n:8d}/  250000 | consumed samples: {n * 8} | learning rate: 2.999E-04 | "  # noqa: E731
+                          f"global batch size:     8 |{loss} loss scale: 1.0 | grad norm: {'nan' if not loss else '0.75'} | "
+                          "number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+    log = "".join(it(n, " lm loss: 7.3E-01 |") for n in range(100, 106)) + "".join(it(n, "") for n in range(106, 112))
+    top = [f for f in _rep(log).findings if f.severity == "error"][0]
+    assert (top.rule_id, top.category) == ("metric-nan-loss", "nan-loss")

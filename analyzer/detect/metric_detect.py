@@ -26,7 +26,7 @@ class Anomaly:
     priority: Optional[int] = None      # overrides PRIORITY[kind] when context changes the ranking
 
 
-RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero", "overflow": "metric-fp16-overflow",
+RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero", "zero_start": "metric-loss-zero-from-start", "overflow": "metric-fp16-overflow",
             "no_step": "metric-fp16-no-step", "lr_zero_fp16": "metric-fp16-lr-never-stepped",
             "flat": "metric-flat-loss", "zero_grad": "metric-zero-grad", "lr_zero": "metric-zero-lr",
             "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
@@ -34,7 +34,7 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "throughput": "metric-throughput-low"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
-PRIORITY = {"nan": 58, "nan_hidden": 57, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
+PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
             "throughput": 20}
 
@@ -92,10 +92,15 @@ def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     while i > 0 and finite_recs[i - 1].loss == 0:
         i -= 1
     zeros, before = finite_recs[i:], finite_recs[:i]
-    if len(zeros) < th.zero_min_records or len(before) < 4:
-        return []
     if any(r.grad_norm is not None and finite(r.grad_norm) and r.grad_norm <= th.zero_grad for r in zeros):
         return []       # loss 0 and grad 0 together: nothing supervised (no-grad), not a hidden NaN
+    if not before and len(zeros) >= th.zero_min_records + 4:
+        # exactly 0 from the very first record: no language-model loss starts at 0; the loss is NaN
+        # from the first step (the logging filter writes it as 0), e.g. fp16 overflow or no labels
+        return [Anomaly("zero_start", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
+            "at": zeros[0].at, "records": len(zeros)})]
+    if len(zeros) < th.zero_min_records or len(before) < 4:
+        return []
     med = _median([r.loss for r in before[:-1]])  # type: ignore[misc]
     prev = before[-1].loss
     if med < 0.1 or prev < 0.5 * med:   # type: ignore[operator]

@@ -31,7 +31,9 @@ from llmtriage.engine.logparse import split_prefix
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
-              rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]""")
+              rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
+              # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
+              rb"""|\| grad norm: (?:nan|inf)\b""")
 # "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
 STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
@@ -241,6 +243,9 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                     pass
             else:
                 out[k] = num(m.group(2))
+    if out[1] is None and out[2] is not None and out[2] != out[2] and b"iteration" in low:
+        # Megatron prints a loss only when its average is > 0: a NaN loss leaves just "grad norm: nan"
+        out[1] = out[2]
     if out[1] is None:
         return None
     b = R.BAR.search(text) if out[0] is None or out[4] is not None else None
