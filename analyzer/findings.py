@@ -87,9 +87,11 @@ class Finding:
     judgement: Optional[dict[str, Any]] = None   # {context, severity_was, reason} when context changed severity
 
     def sort_key(self) -> tuple:
+        # errors first: by the time findings are ranked, the verdict has promoted any warning that
+        # explains a death to an error, so a warning left is never the root cause of an error beside it
         return (
-            0 if self.role == "cause" else 1,
             SEVERITY_ORDER.get(self.severity, 3),
+            0 if self.role == "cause" else 1,
             -self.priority,
             self.line,
         )

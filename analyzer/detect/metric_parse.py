@@ -63,6 +63,9 @@ _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:]
 _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
           b"epoch": 4, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
+# a learning rate printed with fixed decimals that are all 0 ("actor/lr:0.000" for 1e-6) is below the
+# display's precision, not 0; "0", "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
+_BELOW_PRECISION = re.compile(rb"0\.00+\Z")
 # words of RL post-training records (GRPO/PPO): their loss may be 0 at the start or negative, by design
 _RL_WORDS = (b"reward", b"'kl'", b"kl_loss", b"pg_loss", b"policy_loss", b"advantage", b"completion_length",
              b"completions/", b"clip_ratio")
@@ -227,7 +230,7 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                     out[0] = int(float(val))
                 except (ValueError, OverflowError):
                     pass
-            else:
+            elif not (k == 3 and _BELOW_PRECISION.match(val)):
                 out[k] = num(val)
     else:
         for m in R.KEYVAL.finditer(low):
@@ -241,7 +244,7 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                     out[0] = int(float(m.group(2)))
                 except (ValueError, OverflowError):
                     pass
-            else:
+            elif not (k == 3 and _BELOW_PRECISION.match(m.group(2))):
                 out[k] = num(m.group(2))
     if out[1] is None and out[2] is not None and out[2] != out[2] and b"iteration" in low:
         # Megatron prints a loss only when its average is > 0: a NaN loss leaves just "grad norm: nan"

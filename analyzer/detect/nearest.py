@@ -2,9 +2,9 @@
 
 Most errors that end a job unexplained are new wordings of failures some rule already describes
 ("Processor was not found, please check ..." beside a rule for a missing processor config). Each
-active rule becomes a bag of words: its id, title, keywords, tags, message, the literal words of
-its patterns, and the lines of its `examples.match` logs that share at least two of those words
-(the signature lines, not the noise around them). An unexplained headline is compared with every
+active rule becomes a bag of words: its id, title, keywords, tags, message, what it explains, its
+fixes' titles, the literal words of its patterns, and the lines of its `examples.match` logs that
+share at least two of those words (the signature lines, not the noise around them). An unexplained headline is compared with every
 bag (tf-idf, cosine); each category scores its closest rule, and the failure-family cue weights
 that did not reach a family's threshold (detect/family.py) are added, scaled by `family_weight`.
 The best category is named when its score reaches `min_score`; the finding keeps rule id
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Optional
 from llmtriage.ruleset import cachefile
 from llmtriage.ruleset.cachefile import blake2b
 
-FORMAT = 1
+FORMAT = 2
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]+|[\u4e00-\u9fff]+")
 _PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -65,14 +65,15 @@ def rule_words(rule: dict[str, Any]) -> Counter:
     literal = " ".join(_SYNTAX.sub(" ", p) for p in _patterns(rule))
     signature = set(tokens(literal + " " + " ".join(rule.get("keywords") or ())))
     parts = [rule["id"].replace("-", " "), str(rule.get("title", "")), " ".join(rule.get("keywords") or ()),
-             " ".join(rule.get("tags") or ()), str(rule.get("message", "")), literal]
+             " ".join(rule.get("tags") or ()), str(rule.get("message", "")), literal,
+             str((rule.get("explain") or {}).get("what", "")), *(str(f.get("title", "")) for f in rule.get("fixes") or ())]
     for ex in (rule.get("examples") or {}).get("match") or ():
         log = ex.get("log", "") if isinstance(ex, dict) else str(ex)
         parts.extend(ln for ln in log.splitlines() if len(signature.intersection(tokens(ln))) >= 2)
     return Counter(tokens("\n".join(parts)))
 
 
-_FIELDS = ("id", "category", "title", "keywords", "tags", "message", "match", "examples")
+_FIELDS = ("id", "category", "title", "keywords", "tags", "message", "match", "examples", "explain", "fixes")
 
 
 def _bags(rules: list[dict[str, Any]]) -> dict[str, tuple[str, Counter]]:
