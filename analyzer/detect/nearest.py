@@ -82,31 +82,30 @@ def _bags(rules: list[dict[str, Any]]) -> dict[str, tuple[str, Counter]]:
     blob = json.dumps([[r.get(k) for k in _FIELDS] for r in rules], ensure_ascii=False, sort_keys=True, default=str)
     key = blake2b(f"near {FORMAT}\n{blob}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()[:24]
     folder = cachefile.cache_dir()
-    path = folder / f"near-{key}.json" if folder is not None else None
-    if path is not None:
-        raw = cachefile.read(path)
-        if raw is not None:
-            try:
-                body = json.loads(raw.decode("utf-8", "surrogatepass"))
-                bags = {str(rid): (str(cat), Counter({str(t): int(n) for t, n in bag.items()}))
-                        for rid, (cat, bag) in body.items()}
-                if set(bags) == {r["id"] for r in rules}:
-                    return bags
-            except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
-                pass
-            cachefile.remove(path)
-    bags = {r["id"]: (r["category"], rule_words(r)) for r in rules}
-    if path is not None:
-        cachefile.write(path, json.dumps({rid: [cat, dict(bag)] for rid, (cat, bag) in bags.items()},
-                                         ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
-    return bags
+    ids = {r["id"] for r in rules}
+
+    def decode(body: Any) -> dict[str, tuple[str, Counter]]:
+        bags = {str(rid): (str(cat), Counter({str(t): int(n) for t, n in bag.items()})) for rid, (cat, bag) in body.items()}
+        if set(bags) != ids:
+            raise ValueError("not these rules")
+        return bags
+
+    return cachefile.cached_json(folder / f"near-{key}.json" if folder is not None else None, decode,
+                                 lambda: {r["id"]: (r["category"], rule_words(r)) for r in rules},
+                                 lambda bags: {rid: [cat, dict(bag)] for rid, (cat, bag) in bags.items()})
 
 
 class Index:
     """tf-idf vectors of the active rules, by rule id, with each rule's category."""
 
-    def __init__(self, rules: Iterable[dict[str, Any]]):
-        bags = _bags(list(rules))
+    def __init__(self, rules: Iterable[dict[str, Any]], universe: Optional[list[dict[str, Any]]] = None):
+        """`universe`: a superset of `rules` (the rule set before rules were disabled) whose word bags
+        are cached once and subset here; a bag depends on its rule alone."""
+        active = list(rules)
+        every = _bags(universe) if universe else {}
+        bags = {r["id"]: every[r["id"]] for r in active if r["id"] in every}
+        if len(bags) < len(active):
+            bags = _bags(active)
         df: Counter = Counter()
         for _, bag in bags.values():
             df.update(bag.keys())
@@ -134,7 +133,9 @@ def index_for(engine: Any) -> Index:
     """The engine's index, built on first use and kept as long as the engine lives."""
     idx = _INDEXES.get(engine)
     if idx is None:
-        idx = _INDEXES[engine] = Index(engine.rules)
+        ruleset = getattr(engine, "ruleset", None)
+        universe = [r for r in ruleset.rules if r.get("status") != "deprecated"] if ruleset is not None else None
+        idx = _INDEXES[engine] = Index(engine.rules, universe)
     return idx
 
 

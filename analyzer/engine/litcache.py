@@ -7,9 +7,8 @@ private cache folder (`ruleset.cachefile`: owner, mode and digest checked; never
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from llmtriage.ruleset import cachefile
 from llmtriage.ruleset.cachefile import blake2b
@@ -31,22 +30,13 @@ def cached_index(patterns: list[str], wanted: list[int], cache_dir: Optional[Pat
     """`compute()` (literal -> patterns, patterns without a literal), read from the cache when a
     file for exactly these patterns is there, written to it otherwise."""
     path = cache_dir / f"gate-{_key(patterns, wanted)}.json" if cache_dir is not None else None
-    if path is not None:
-        blob = cachefile.read(path)
-        if blob is not None:
-            try:
-                body = json.loads(blob.decode("utf-8", "surrogatepass"))
-                users = [((str(t), bool(ic)), [int(i) for i in pis]) for (t, ic), pis in body["users"]]
-                rest = [int(i) for i in body["rest"]]
-                if all(0 <= i < len(patterns) for _, pis in users for i in pis) and \
-                        all(0 <= i < len(patterns) for i in rest):
-                    return users, rest
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-                pass
-            cachefile.remove(path)
-    users, rest = compute()
-    if path is not None:
-        body = {"users": [[[t, ic], pis] for (t, ic), pis in users], "rest": rest}
-        cachefile.write(path, json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-                        .encode("utf-8", "surrogatepass"))
-    return users, rest
+
+    def decode(body: Any) -> Index:
+        users = [((str(t), bool(ic)), [int(i) for i in pis]) for (t, ic), pis in body["users"]]
+        rest = [int(i) for i in body["rest"]]
+        if not (all(0 <= i < len(patterns) for _, pis in users for i in pis) and all(0 <= i < len(patterns) for i in rest)):
+            raise ValueError("pattern index out of range")
+        return users, rest
+
+    return cachefile.cached_json(path, decode, compute,
+                                 lambda idx: {"users": [[[t, ic], pis] for (t, ic), pis in idx[0]], "rest": idx[1]})

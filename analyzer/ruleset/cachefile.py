@@ -9,16 +9,18 @@ and raw bytes (Hyperscan's own serialisation), never pickle.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional, TypeVar
 
 try:
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - CPython builds always have it
     from hashlib import blake2b
 
+T = TypeVar("T")
 MAGIC = b"llmtriage-cache 1 "
 MAX_CACHE_BYTES = 64 << 20
 
@@ -118,3 +120,22 @@ def write(path: Path, payload: bytes) -> bool:
     except OSError:
         remove(tmp)
         return False
+
+
+def cached_json(path: Optional[Path], decode: Callable[[Any], T], compute: Callable[[], T],
+                encode: Callable[[T], Any]) -> T:
+    """A value kept as checked JSON in cache file `path`: `decode(body)` when the file is ours and
+    decodes (a ValueError, KeyError, TypeError, AttributeError or UnicodeDecodeError means stale or
+    planted: the file is removed), else `compute()`, written back as `encode(value)`. `path` None:
+    no cache, just compute."""
+    if path is not None:
+        blob = read(path)
+        if blob is not None:
+            try:
+                return decode(json.loads(blob.decode("utf-8", "surrogatepass")))
+            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+                remove(path)
+    value = compute()
+    if path is not None:
+        write(path, json.dumps(encode(value), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    return value
