@@ -112,6 +112,37 @@ def test_fast_fall_with_flat_grad_norm_is_suspicious():
     assert kinds(t) == {("fall", "warning")}
 
 
+def test_loss_climbing_to_the_end_is_a_divergence_error():
+    rnd = random.Random(3)
+    warm = [round(2.0 - 0.05 * i, 3) for i in range(10)]                      # falls to 1.55
+    rising = [round(1.6 * 1.12 ** i * (1 + rnd.uniform(-0.02, 0.02)), 3) for i in range(20)]
+    t = _tracker(_hf(warm + rising))
+    [a] = [x for x in D.detect(t) if x.kind == "diverge"]
+    assert (a.category, a.severity) == ("nan-loss", "error")
+    assert a.numbers["low"] == "1.55" and a.numbers["factor"] >= 3
+    assert "spike" not in {k for k, _ in kinds(t)}            # one story: the divergence
+
+
+def test_a_rise_that_comes_back_or_stays_small_is_no_divergence():
+    warm = [round(2.0 - 0.05 * i, 3) for i in range(10)]
+    rising = [round(1.6 * 1.12 ** i, 3) for i in range(20)]
+    back = [2.0, 1.7, 1.5, 1.4, 1.35, 1.3, 1.28, 1.25, 1.22, 1.2, 1.18, 1.15]   # recovered
+    assert "diverge" not in {k for k, _ in kinds(_tracker(_hf(warm + rising + back)))}
+    small = [round(1.55 + 0.04 * i, 3) for i in range(20)]                     # +50%: noise of a warm-up
+    assert "diverge" not in {k for k, _ in kinds(_tracker(_hf(warm + small)))}
+
+
+def test_grad_norm_dropping_to_zero_for_good_is_an_error():
+    losses = [0.31, -0.12] + [0.0] * 12
+    grads = [4.2, 6.2] + [0.0] * 12
+    t = _tracker(_hf(losses, grads))
+    [a] = D.detect(t)
+    assert (a.kind, a.category, a.severity) == ("zero_grad_late", "no-grad", "error")
+    assert a.numbers["records"] == 12 and a.numbers["before"] == "6.2"
+    # a few zero-grad steps (one GRPO group with equal rewards) that end the log are not enough
+    assert kinds(_tracker(_hf([0.3] * 20 + [0.0] * 4, [1.0] * 20 + [0.0] * 4))) == set()
+
+
 def test_slow_healthy_fall_is_not_suspicious():
     losses = [round(2.5 * 0.97 ** i, 4) for i in range(200)]      # below 0.1 only after ~105 records
     assert "fall" not in {k for k, _ in kinds(_tracker(_hf(losses)))}

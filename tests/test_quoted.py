@@ -140,3 +140,36 @@ def test_a_python_repl_without_a_chat_banner_is_not_masked():
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3725.29 GiB.\n")
     errs = [f for f in llmtriage.analyze(text).findings if f.severity == "error"]
     assert errs and errs[0].category == "cuda-oom"
+
+
+DEMO = (
+    "$ python web_demo.py --checkpoint-path /models/Qwen-7B-Chat --server-port 8000\n"
+    "Loading checkpoint shards: 100%|██████████| 8/8 [00:07<00:00,  1.02it/s]\n"
+    "Running on local URL:  http://0.0.0.0:8000\n"
+    "User: 训练时报错 torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB，怎么办？\n"
+    "Qwen-Chat: 出现 “CUDA out of memory” 说明显存不够。可以减小 batch size，\n"
+    "或者开启 gradient checkpointing。RuntimeError: NCCL error 则是通信问题。\n"
+    "\n"
+    "用户：Killed 是什么意思？\n"
+    "ChatGLM-6B：通常是系统内存不足，被 OOM killer 杀掉了。\n"
+)
+
+
+def test_a_chat_demos_transcript_is_quoted_data():
+    masked = quoted.mask(DEMO.encode()).split(b"\n")
+    assert b"Running on local URL" in masked[2]
+    assert all(not masked[k].strip() for k in (3, 4, 5, 7, 8)), masked
+    # a continuation line that looks like the program's own output is kept (never hidden on a guess)
+    own = DEMO.replace("或者开启", "2024-05-01 10:00:01 WARNING 或者开启").encode()
+    assert quoted.mask(own).split(b"\n")[5] == own.split(b"\n")[5]
+    rep = llmtriage.analyze(DEMO)
+    assert not [f for f in rep.findings if f.severity == "error"], rep.findings
+
+
+def test_a_demo_that_crashes_keeps_its_traceback_and_one_speaker_alone_is_not_a_transcript():
+    crashed = DEMO + OOM_TB
+    errs = _errors(llmtriage.analyze(crashed))
+    assert errs and errs[0].category == "cuda-oom"
+    # a user's turn with no model turn in the block is not a transcript: nothing is hidden
+    alone = "User: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert quoted.mask(alone.encode()) == alone.encode()

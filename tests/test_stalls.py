@@ -132,6 +132,35 @@ def test_thread_dump_outside_a_collective_is_no_hang_finding():
     assert all(f.rule_id != "thread-dump-collective-hang" for f in rep.findings)
 
 
+ZERO_DUMP = """[before the start of training step] datetime: 2021-11-05 12:31:15
+$ py-spy dump --pid 2301466
+Process 2301466: python -u pretrain_gpt.py --deepspeed --zero-stage 1
+Python v3.8.12 (/opt/conda/bin/python3.8)
+
+Thread 2301466 (active): "MainThread"
+    get_grad_norm_direct (deepspeed/runtime/zero/stage2.py:1512)
+    step (deepspeed/runtime/zero/stage2.py:1645)
+    _take_model_step (deepspeed/runtime/engine.py:1538)
+    train_step (megatron/training.py:405)
+    <module> (pretrain_gpt.py:237)
+Thread 2301601 (idle): "Thread-1"
+    wait (threading.py:306)
+    run (tqdm/_monitor.py:60)
+"""
+
+
+def test_a_dump_stuck_in_a_distributed_runtime_below_python_is_a_hang():
+    # ZeRO's gradient-norm all_reduce runs in C++: py-spy shows only the runtime's Python frame
+    rep = llmtriage.analyze(ZERO_DUMP)
+    errs = _errors(rep)
+    assert [f.rule_id for f in errs] == ["thread-dump-collective-hang"]
+    assert "get_grad_norm_direct (deepspeed/runtime/zero/stage2.py:1512)" in errs[0].message
+    assert "called from _take_model_step (deepspeed/runtime/engine.py:1538)" in errs[0].message
+    # the same dump in the model's own code is no hang finding
+    own = ZERO_DUMP.replace("deepspeed/runtime/zero/stage2.py", "deepspeed/runtime/fp16/loss_scaler.py")
+    assert all(f.rule_id != "thread-dump-collective-hang" for f in llmtriage.analyze(own).findings)
+
+
 def test_a_recognised_error_keeps_the_root_cause_and_gets_the_stuck_frame():
     watchdog = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
                 "WorkNCCL(SeqNum=4101, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 "

@@ -28,15 +28,15 @@ class Anomaly:
 
 RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero", "zero_start": "metric-loss-zero-from-start", "overflow": "metric-fp16-overflow",
             "no_step": "metric-fp16-no-step", "lr_zero_fp16": "metric-fp16-lr-never-stepped",
-            "flat": "metric-flat-loss", "zero_grad": "metric-zero-grad", "lr_zero": "metric-zero-lr",
+            "flat": "metric-flat-loss", "zero_grad": "metric-zero-grad", "zero_grad_late": "metric-zero-grad-late", "lr_zero": "metric-zero-lr",
             "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
-            "throughput": "metric-throughput-low"}
+            "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
-            "zero_grad": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
-            "throughput": 20}
+            "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
+            "diverge": 40, "throughput": 20}
 
 
 def fmt(x: Optional[float]) -> str:
@@ -158,6 +158,20 @@ def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
     if t.grad_seen >= th.zero_min_records and t.grad_zero == t.grad_seen:
         return [Anomaly("zero_grad", "no-grad", "error", first.line, last.line, first.step, t.grad_seen,
                         dict(base, records=t.grad_seen))]
+    # grad_norm dropped to exactly 0 and stayed there: the weights stopped moving (GRPO with every
+    # reward equal, a broken loss mask after the first steps)
+    grads = [r for r in recs if r.grad_norm is not None]
+    run = 0
+    while run < len(grads) and grads[-1 - run].grad_norm == 0:
+        run += 1
+    if run >= th.zero_tail_records and 2 * run >= len(grads) and run < len(grads):
+        z = grads[-run:]
+        zl = [r.loss for r in z if finite(r.loss)]
+        zsame = bool(zl) and min(zl) == max(zl)
+        return [Anomaly("zero_grad_late", "no-grad", "error", z[0].line, z[-1].line, z[0].step, run,
+                        dict(base, records=run, **{"from": z[0].at, "before": fmt(grads[-run - 1].grad_norm), "loss": fmt(zl[0]) if zsame else None,
+                             "loss_lo": fmt(min(zl)) if zl and not zsame else None,
+                             "loss_hi": fmt(max(zl)) if zl and not zsame else None, "spread": None}))]
     if t.lr_seen >= th.zero_min_records and t.lr_zero == t.lr_seen:
         kind, cat = ("lr_zero_fp16", "fp16-overflow") if t.fp16 else ("lr_zero", "no-grad")
         return [Anomaly(kind, cat, "error", first.line, last.line, first.step, t.lr_seen,
@@ -286,6 +300,28 @@ def _collapse(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     return [Anomaly("collapse", "loss-suspicious", "error", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
 
 
+def _diverge(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """The loss climbing step after step at the end of the log: in the last diverge_records records it
+    rose at least diverge_rising of the time, doubled, and ended >= spike_factor x and >= spike_abs
+    above the lowest loss before it. Not a spike (it never came back) and not noise: the optimizer is
+    pushing the weights away (learning rate too high, broken loss scale or kernel); NaN follows."""
+    th = t.th
+    n = th.diverge_records
+    if t.first_nonfinite is not None or len(fin) < n or fin[0].rl:
+        return []
+    tail = fin[-n:]
+    rises = sum(b.loss > a.loss for a, b in zip(tail, tail[1:]))  # type: ignore[operator]
+    low = min(fin[:len(fin) - n + 1], key=lambda r: r.loss)  # type: ignore[arg-type,return-value]
+    last = tail[-1]
+    if (rises < th.diverge_rising * (n - 1) or low.loss <= 0 or last.loss < 2 * tail[0].loss  # type: ignore[operator]
+            or last.loss < th.spike_factor * low.loss or last.loss - low.loss < th.spike_abs):  # type: ignore[operator]
+        return []
+    start = next(r for r in reversed(fin) if r.index <= tail[0].index and r.loss <= tail[0].loss)  # type: ignore[operator]
+    return [Anomaly("diverge", "nan-loss", "error", start.line, last.line, start.step, len(fin) - fin.index(start), {
+        "low": fmt(low.loss), "low_at": low.at, "loss": fmt(last.loss), "at": last.at,
+        "factor": round(last.loss / low.loss, 1), "records": n})]  # type: ignore[operator]
+
+
 def _spike(t: MetricTracker) -> list[Anomaly]:
     if not t.spikes or t.first_spike is None:
         return []
@@ -309,8 +345,8 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         # scaler skipped every step on overflowing gradients; the NaN is the overflow, not a divergence
         out = [a for a in out if not (a.kind == "nan" and a.numbers.get("metric") == "grad_norm")]
     flat = _flat(t, fin)
-    if flat and flat[0].severity == "error" and zero and zero[0].kind != "lr_zero_fp16":
-        zero = []       # a flat loss with zero grad_norm / lr: the flat-loss finding tells it
+    if flat and flat[0].severity == "error" and zero and zero[0].kind not in ("lr_zero_fp16", "zero_grad_late"):
+        zero = []       # a flat loss with zero grad_norm / lr: the flat-loss finding tells it (unless it began mid-run)
     out += zero
     out += [a for a in flat if not zero]
     if not zero and not flat:
@@ -324,4 +360,5 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         if col and col[0].kind == "overfit":
             out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
         out += col
-    return out + _spike(t)
+    div = [] if any(a.severity == "error" for a in out) else _diverge(t, fin)
+    return out + div + ([] if div else _spike(t))

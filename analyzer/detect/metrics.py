@@ -32,6 +32,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   flat_abs           1e-6
   zero_grad          1e-6  grad_norm at or below this counts as zero
   zero_min_records   4     records with grad_norm 0 (or lr 0) on every step before it is an error
+  zero_tail_records  8     grad_norm exactly 0 on the last this many records (and on half of them at
+                           least) after normal ones: the weights stopped moving, an error too
   fall_below         0.1   metric-fast-fall: loss falls below this ...
   fall_within        100   ... within this many steps (or records when steps are unknown) ...
   fall_from          1.0   ... from a first logged loss at least this
@@ -46,6 +48,9 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   spike_factor       3.0   metric-loss-spike: loss > spike_factor x median of the previous records ...
   spike_abs          1.0   ... and exceeds that median by at least spike_abs
   spike_history      16    records in the rolling median
+  diverge_records    12    divergence: in the last this many records the loss rose ...
+  diverge_rising     0.75  ... at least this share of the time, doubled, and ended >= spike_factor x and
+                           spike_abs above the lowest loss before them
   (throughput-low, see `throughput.py`)
   rise_factor        2.0   step time rising: median of the last quarter > this x the early median ...
   rise_min_samples   12    ... with at least this many step-time samples
@@ -87,6 +92,7 @@ class Thresholds:
     flat_abs: float = 1e-6
     zero_grad: float = 1e-6
     zero_min_records: int = 4
+    zero_tail_records: int = 8
     fall_below: float = 0.1
     fall_within: int = 100
     fall_from: float = 1.0
@@ -100,6 +106,8 @@ class Thresholds:
     spike_factor: float = 3.0
     spike_abs: float = 1.0
     spike_history: int = 16
+    diverge_records: int = 12
+    diverge_rising: float = 0.75
     rise_factor: float = 2.0
     rise_min_samples: int = 12
     periodic_factor: float = 3.0

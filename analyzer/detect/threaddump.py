@@ -11,6 +11,11 @@ one whose outermost frame is `<module>`, else faulthandler's current thread, els
 frame is its innermost frame outside the Python standard library (threading's `wait` says nothing);
 `user_frame` is its innermost frame outside site-/dist-packages. Put in `report.extra["thread_dump"]`
 and on the top error finding's captures (`stuck_frame`).
+
+The collective is the innermost torch.distributed / DeepSpeed comm frame named after a collective; when
+there is none, a stuck frame inside a distributed runtime whose collective runs below Python (ZeRO's
+gradient-norm all_reduce, the pipeline engine's and Megatron's p2p code, FSDP) stands for it, and its
+caller is the first frame outside that runtime.
 """
 from __future__ import annotations
 
@@ -41,6 +46,11 @@ _COLLECTIVES = frozenset({
 _BARE = re.compile(r"\s|Thread |Current thread |Process \d|Python v|File ")
 _HOST_INDENT = re.compile(r"^(?:[A-Za-z][\w.-]*\d|\d{1,6}): (?=\s)")   # "node-7:     frame (...)": split_prefix keeps it
 _COMM_PATH = re.compile(r"torch[/\\]distributed[/\\]|distributed_c10d\.py|deepspeed[/\\]comm[/\\]")
+# code of a distributed runtime whose Python frame sits on a collective py-spy cannot show (it is in C++):
+# ZeRO's gradient-norm all_reduce, the pipeline engine's send/recv, Megatron's p2p and grad-sync code
+_DIST_PATH = re.compile(r"deepspeed[/\\]runtime[/\\](?:zero|pipe)[/\\]|deepspeed[/\\]runtime[/\\]comm[/\\]"
+                        r"|megatron[/\\](?:core[/\\])?(?:pipeline_parallel|distributed)[/\\]"
+                        r"|megatron[/\\]p2p_communication\.py|torch[/\\]distributed[/\\]fsdp[/\\]")
 
 
 def _stdlib(path: str) -> bool:
@@ -129,9 +139,16 @@ class ThreadDumpObserver:
         stuck, user = pick_frame(main["frames"])
         frames = main["frames"]
         at = next((i for i, f in enumerate(frames) if f[0] in _COLLECTIVES and _COMM_PATH.search(f[1])), None)
+        runtime = None
+        if at is None:
+            # the innermost non-stdlib frame is a distributed runtime's: its collective is below Python
+            at = next((i for i, f in enumerate(frames) if not _stdlib(f[1])), None)
+            at = at if at is not None and _DIST_PATH.search(frames[at][1]) else None
+            runtime = _DIST_PATH if at is not None else None
         comm = frames[at] if at is not None else None
         caller = None if at is None else next(
-            (f for f in frames[at + 1:] if not _COMM_PATH.search(f[1]) and not _stdlib(f[1])), None)
+            (f for f in frames[at + 1:] if not _COMM_PATH.search(f[1]) and not _stdlib(f[1])
+             and not (runtime and runtime.search(f[1]))), None)
         info = {"tool": main["kind"], "line": self.line, "threads": len(self.threads), "main_thread": main["id"],
                 "frame": stuck, "user_frame": user, "collective": f"{comm[0]} ({comm[1]}:{comm[2]})" if comm else None,
                 "caller": f"{caller[0]} ({caller[1]}:{caller[2]})" if caller else None,

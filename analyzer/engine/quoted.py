@@ -20,6 +20,12 @@ Interactive chat sessions are quoted data too: in a block that shows a chat REPL
 the user's question and the model's text. Lines the tool itself prints there (`Error: ...`,
 `ggml-cuda.cu:75: CUDA error`, `llama_...` log lines) are kept: they are the session failing.
 
+So are the transcripts a chat demo prints (Qwen's `web_demo.py`, ChatGLM's `cli_demo.py`, a gradio
+app echoing its turns): in a block holding both a user's turn (`User:`, `用户：`, `Human:`) and a model's
+turn (`Assistant:`, `助手：`, `Qwen-Chat:`, `ChatGLM-6B：`), each turn line and the lines that continue
+it, up to a blank line or the next turn, are the conversation. A continuation line that looks like the
+program's own output (a traceback, a log-level or time-stamped line) is kept.
+
 `mask(lines)` blanks those lines (every byte but the newline becomes a space), so line numbers and
 offsets stay, and everything downstream (Set, tracebacks, observers, verdict) sees nothing there.
 """
@@ -99,6 +105,45 @@ def repl_spans(rows: list[bytes]) -> list[tuple[int, int]]:
     return out
 
 
+# a chat demo's transcript: both kinds of turn must be in the block
+_DEMO_GATE = (b"User:", b"USER:", b"Human:", "用户：".encode(), "用户:".encode(), "问：".encode())
+_DEMO_MAX = 100          # a turn continues over at most this many lines
+
+
+@lru_cache(maxsize=1)
+def _demo_rx() -> SimpleNamespace:
+    return SimpleNamespace(
+        user=re.compile(_PREFIX + "(?:User|USER|Human|用户|问)\\s*[:：]".encode()),
+        model=re.compile(_PREFIX + "(?:Assistant|ASSISTANT|AI|Bot|助手|答|模型"
+                         "|[A-Z][\\w.-]{0,30}-(?:Chat|chat|Instruct|Bot)|(?:ChatGLM|Qwen|Baichuan|InternLM|Yi|DeepSeek)"
+                         "[\\w.-]{0,20})\\s*[:：]".encode()),
+        # the program's own lines inside a turn: kept
+        own=re.compile(rb"^(?:Traceback \(most recent|\s+File \"|[\w.]*(?:Error|Exception)\b"
+                       rb"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\d{4}-\d\d-\d\d|\s*$)"),
+    )
+
+
+def demo_spans(rows: list[bytes]) -> list[tuple[int, int]]:
+    """(first, last) row indexes of a chat demo's turns (see the module doc); none unless the block
+    holds both a user's turn and a model's turn."""
+    rx = _demo_rx()
+    turn = [1 if rx.user.match(r) else 2 if rx.model.match(r) else 0 for r in rows]
+    if 1 not in turn or 2 not in turn:
+        return []
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(rows)
+    while i < n:
+        if not turn[i]:
+            i += 1
+            continue
+        j = i + 1
+        while j < n and j - i <= _DEMO_MAX and not turn[j] and not rx.own.match(rows[j]):
+            j += 1
+        out.append((i, j - 1))
+        i = j
+    return out
+
+
 def _opens(line: bytes) -> bool:
     rx = _rx()
     m = rx.open.search(line)
@@ -161,13 +206,16 @@ def mask(lines: bytes) -> bytes:
     """`lines` with the quoted-data lines blanked (same length, same newlines)."""
     found = spans(lines)
     repl = any(g in lines for g in _REPL_GATE)
-    if not found and not repl:
+    demo = any(g in lines for g in _DEMO_GATE)
+    if not found and not repl and not demo:
         return lines
     rows = lines.split(b"\n")
     if repl:
         found = found + repl_spans(rows)
-        if not found:
-            return lines
+    if demo:
+        found = found + demo_spans(rows)
+    if not found:
+        return lines
     for a, b in found:
         for k in range(a, b + 1):
             rows[k] = b" " * len(rows[k])
