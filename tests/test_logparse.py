@@ -160,6 +160,8 @@ def test_serving_and_ray_prefixes_are_stripped_and_give_the_rank():
         '(WorkerDict pid=616, ip=10.0.0.1)   File "/x/y.py", line 3, in f': (None, '  File "/x/y.py", line 3, in f'),
         '(VllmWorker rank=2 pid=123) ERROR 06-02 08:03:44 [worker.py:12] ValueError: bad': (2, "ValueError: bad"),
         "(EngineCore_DP0 pid=123) Traceback (most recent call last):": (None, "Traceback (most recent call last):"),
+        "(head, rank=0, pid=4773) AssertionError": (0, "AssertionError"),          # SkyPilot
+        "(worker1, rank=3, pid=88) Traceback (most recent call last):": (3, "Traceback (most recent call last):"),
         "INFO:     10.0.0.4:51822 - \"POST /v1/chat HTTP/1.1\" 200 OK": (None, "INFO:     10.0.0.4:51822 - \"POST /v1/chat HTTP/1.1\" 200 OK"),
         "(not a prefix) ValueError: x": (None, "(not a prefix) ValueError: x"),
     }

@@ -2,6 +2,8 @@
 prove the process survived it; systemd, ggml and argparse endings are deaths."""
 from __future__ import annotations
 
+import pytest
+
 import llmtriage
 
 TB = ("Traceback (most recent call last):\n"
@@ -155,3 +157,54 @@ def test_megatron_lines_that_drop_the_loss_and_print_grad_norm_nan_are_nan_recor
     log = "".join(it(n, " lm loss: 7.3E-01 |") for n in range(100, 106)) + "".join(it(n, "") for n in range(106, 112))
     top = [f for f in _rep(log).findings if f.severity == "error"][0]
     assert (top.rule_id, top.category) == ("metric-nan-loss", "nan-loss")
+
+
+def test_a_background_threads_traceback_is_read_the_same_in_a_crlf_log():
+    text = ("step 10 loss 1.2\n" * 3 + "Exception in thread Thread-3 (_pin_memory_loop):\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner\n'
+            "RuntimeError: can't create new thread at interpreter shutdown\n")
+    for data in (text, text.replace("\n", "\r\n")):
+        rep = llmtriage.analyze(data)
+        assert rep.extra["status"] != "crashed", data
+        assert not [f for f in rep.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize("line", [
+    "I0612 09:40:44.101000 2211 torch/distributed/elastic/agent/server/api.py:718] Local worker group finished "
+    "(WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish",
+    "Detected kill switch at /gpfs/exp/kill-switch-tr11, exiting",
+    "exiting program at iteration 5000",
+    "03/06 11:07:40 - mmengine - INFO - Train finished: training completed at iteration 1250.",
+    "2024-05-01 10:00:00 mindcv.train INFO - Finish training!",
+    "Figure saved: ppo_output/training_reward.png",
+    "[INFO|2024-05-01 10:00:00] llamafactory.train.sft.trainer:98 >> Saving prediction results to out/generated_predictions.jsonl",
+])
+def test_finish_lines_of_other_launchers_and_frameworks(line):
+    rep = llmtriage.analyze("step 10 loss 1.2\nstep 20 loss 1.1\n" + line + "\n")
+    assert rep.extra["status"] == "finished", line
+
+
+def test_a_rollout_batch_done_is_not_the_end_of_a_training_run():
+    rollout = "Processed prompts: 100%|██████████| 256/256 [00:58<00:00,  4.38it/s]\n"
+    assert llmtriage.analyze("INFO loading model\n" + rollout).extra["status"] == "finished"    # offline inference
+    train = "{'loss': 0.12, 'grad_norm': 1.3, 'learning_rate': 1e-06, 'epoch': 0.1}\n" + rollout
+    assert llmtriage.analyze(train).extra["status"] == "running"
+
+
+def test_a_streamed_pull_answered_200_is_not_progress():
+    err = "Error: max retries exceeded: write /root/.ollama/models/blobs/sha256-1: no space left on device\n"
+    gin = '[GIN] 2025/01/01 - 10:00:00 | 200 |  5m2.1s |  127.0.0.1 | POST     "/api/pull"\n'
+    rep = llmtriage.analyze("time=2025-01-01 level=INFO msg=\"pulling manifest\"\n" + err + gin)
+    assert rep.findings and rep.findings[0].severity == "error", rep.findings
+
+
+def test_a_launcher_summary_never_places_an_unrecognised_exception():
+    text = ("Traceback (most recent call last):\n  File \"/w/finetune.py\", line 9, in <module>\n"
+            "    cfg = FinetuningConfig(**d)\n"
+            "SomeError: the widget frobnicated twice\n"
+            "E0501 10:00:00.1 1 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+            "train.py FAILED\n")
+    top = llmtriage.analyze(text).findings[0]
+    assert top.rule_id == "unknown" and top.category != "launcher-child-failed", top.captures

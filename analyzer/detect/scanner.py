@@ -223,5 +223,15 @@ class Scanner:
         base, lines, pos = self._last_prog
         return base + lines.count(b"\n", 0, pos)
 
+    def finishes(self) -> list[tuple[int, str, str]]:
+        """The finish lines, less those of markers that end only an inference job (`inference_finish`:
+        "Processed prompts: 100%" is one rollout step of an RL run) when the log is a training run."""
+        hits = self.hits.get("finish", [])
+        if "training" not in self.seen:
+            return hits
+        only = set(verdict_spec().get("inference_finish", ()))
+        return [h for h in hits if h[1] not in only]
+
     def last(self, kind: str) -> int:
-        return max((h[0] for h in self.hits.get(kind, ())), default=0)
+        hits = self.finishes() if kind == "finish" else self.hits.get(kind, ())
+        return max((h[0] for h in hits), default=0)

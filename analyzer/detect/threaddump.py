@@ -46,6 +46,10 @@ _COLLECTIVES = frozenset({
 _BARE = re.compile(r"\s|Thread |Current thread |Process \d|Python v|File ")
 _HOST_INDENT = re.compile(r"^(?:[A-Za-z][\w.-]*\d|\d{1,6}): (?=\s)")   # "node-7:     frame (...)": split_prefix keeps it
 _COMM_PATH = re.compile(r"torch[/\\]distributed[/\\]|distributed_c10d\.py|deepspeed[/\\]comm[/\\]")
+# a runtime's hang: its caller is the first frame outside torch and the runtime's own libraries
+_RUNTIME_CALLER = re.compile(r"(?:^|[/\\])(?:torch|deepspeed|megatron[/\\]core|accelerate)[/\\]")
+# where a thread waits for the GPU on behalf of its caller (stream / event synchronize): look past it
+_SYNC_PATH = re.compile(r"torch[/\\]cuda[/\\](?:streams|__init__)\.py")
 # code of a distributed runtime whose Python frame sits on a collective py-spy cannot show (it is in C++):
 # ZeRO's gradient-norm all_reduce, the pipeline engine's send/recv, Megatron's p2p and grad-sync code
 _DIST_PATH = re.compile(r"deepspeed[/\\]runtime[/\\](?:zero|pipe)[/\\]|deepspeed[/\\]runtime[/\\]comm[/\\]"
@@ -142,9 +146,9 @@ class ThreadDumpObserver:
         runtime = None
         if at is None:
             # the innermost non-stdlib frame is a distributed runtime's: its collective is below Python
-            at = next((i for i, f in enumerate(frames) if not _stdlib(f[1])), None)
+            at = next((i for i, f in enumerate(frames) if not _stdlib(f[1]) and not _SYNC_PATH.search(f[1])), None)
             at = at if at is not None and _DIST_PATH.search(frames[at][1]) else None
-            runtime = _DIST_PATH if at is not None else None
+            runtime = _RUNTIME_CALLER if at is not None else None
         comm = frames[at] if at is not None else None
         caller = None if at is None else next(
             (f for f in frames[at + 1:] if not _COMM_PATH.search(f[1]) and not _stdlib(f[1])

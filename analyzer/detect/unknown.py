@@ -63,15 +63,18 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
             continue
         exc = next((e for e in exceptions if e.line == f.line), None)
+        barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         got = family_of(own)
         context = ""
-        if got is None:      # an opaque headline: the error lines printed just before it (and just after)
+        if got is None or got[0] in barred:   # an opaque headline: the error lines printed just before it (and after)
             context = scanner.error_lines_around(f.line, int(spec.get("exception_after", 0)))
             got = family_of(own + "\n" + context) if context else None
+        if got is not None and got[0] in barred:
+            got = None
         if got is None:
             near_to = nearest(f.evidence, engine, scores(own + "\n" + context), near, f.captures.get("type", ""))
-            _place_nearest(f, near_to, near, lang, taxonomy)
+            _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
         elif got[0] in taxonomy:
             _place(f, got, spec, lang, taxonomy)
 

@@ -74,7 +74,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
     if last_finish:
-        line, name, text = max(scanner.hits["finish"])
+        line, name, text = max(scanner.finishes())
         return "finished", {"line": line, "name": name, "evidence": text}
     return "running", None
 

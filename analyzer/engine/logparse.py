@@ -111,8 +111,9 @@ _PREFIX = re.compile(
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"
       | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w./-]+:\d+\]\s?
                                                                            # vLLM "ERROR 06-02 08:03:44 [core.py:200] " (older: no "[")
-      | \((?:[A-Za-z_][\w.-]*\s+)?(?:(?:rank|tp_rank|local_rank)=(?P<prank>\d{1,6}),?\s+)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s?
-                                                                           # Ray / vLLM process "(VllmWorker rank=0 pid=12, ip=10.0.0.3) "
+      | \((?:[A-Za-z_][\w.-]*,?\s+)?(?:(?:rank|tp_rank|local_rank)=(?P<prank>\d{1,6}),?\s+)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s?
+                                                                           # Ray / vLLM process "(VllmWorker rank=0 pid=12, ip=10.0.0.3) ",
+                                                                           # SkyPilot "(head, rank=0, pid=4773) "
     )""",
     re.VERBOSE,
 )

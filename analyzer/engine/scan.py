@@ -172,9 +172,10 @@ class Scan:
             start = 0
         else:
             start = view.rfind(b"\n", 0, tbpos) + 1
-            prev = view.rfind(b"\n", 0, max(start - 1, 0)) + 1 if start else start
+            # the line before, in `lines` (a CRLF log's `\r` is a line break in `view`)
+            prev = lines.rfind(b"\n", 0, max(start - 1, 0)) + 1 if start else start
             # the traceback Python reports and ignores, or one a background thread died of
-            if b"Exception ignored in" in view[prev:start] or b"Exception in thread " in view[prev:start]:
+            if b"Exception ignored in" in lines[prev:start] or b"Exception in thread " in lines[prev:start]:
                 start = prev
         ln = line_base + lines.count(b"\n", 0, start)
         for raw in lines[start:].split(b"\n"):
