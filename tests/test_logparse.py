@@ -1,5 +1,6 @@
 import io
 
+import llmtriage
 from llmtriage.engine.logparse import (MAX_LINE, TracebackParser, decode_line, iter_blocks, match_view, normalise_text,
                                 split_prefix)
 
@@ -240,3 +241,35 @@ def test_older_vllm_logger_prefix_is_stripped():
             "ERROR 02-19 10:03:11 serving_chat.py:197]     ) = await self._preprocess_chat(\n"
             "ERROR 02-19 10:03:11 serving_chat.py:197] ValueError: At most 1 image(s) may be provided in one request.\n")
     assert _exceptions(text) == [("ValueError", "At most 1 image(s) may be provided in one request.")]
+
+
+IPYTHON_TB = """---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+Cell In[12], line 1
+----> 1 model.save_pretrained_gguf("out", tokenizer, quantization_method = "q8_0")
+
+File ~/miniconda3/envs/u/lib/python3.11/site-packages/unsloth/save.py:1734, in unsloth_save_pretrained_gguf(self, save_directory)
+   1731 is_sentencepiece_model = check_if_sentencepiece_model(self)
+   1733 # Save to GGUF
+-> 1734 all_file_locations = save_to_gguf(model_type, model_dtype,
+   1735     new_save_directory, quantization_method,
+   1736 )
+""" + "".join(f"   {1740 + i} pass  # context line {i}\n" for i in range(24)) + """
+File ~/miniconda3/envs/u/lib/python3.11/site-packages/unsloth/save.py:824, in try_execute(commands, force_complete)
+    822             raise RuntimeError(f"*** Unsloth: Failed compiling llama.cpp with {line}.")
+    823         elif "***" in line:
+--> 824             raise RuntimeError(f"*** Unsloth: Failed compiling llama.cpp with {line}.")
+    825         print(line, flush = True, end = "")
+
+RuntimeError: *** Unsloth: Failed compiling llama.cpp with WARNING:hf-to-gguf:***.
+"""
+
+
+def test_an_ipython_traceback_is_parsed_with_its_frames_however_long():
+    rep = llmtriage.analyze(IPYTHON_TB)
+    assert rep.extra["status"] == "crashed"
+    exc = rep.exception
+    assert exc is not None and exc.type == "RuntimeError" and exc.message.startswith("*** Unsloth")
+    assert [f.line for f in exc.frames] == [1, 1734, 824]
+    assert exc.frames[-1].function == "try_execute" and exc.frames[-1].code.startswith("raise RuntimeError")
+    assert exc.user_frame is not None and exc.user_frame.file == "<cell>"

@@ -208,3 +208,15 @@ def test_a_launcher_summary_never_places_an_unrecognised_exception():
             "train.py FAILED\n")
     top = llmtriage.analyze(text).findings[0]
     assert top.rule_id == "unknown" and top.category != "launcher-child-failed", top.captures
+
+
+def test_sglangs_self_kill_after_a_child_failed_is_not_the_oom_killer():
+    # SGLang's handler prints "proces." (sic) before it SIGKILLs its own process tree
+    text = ("[rank5]:[E1017 09:22:44.502 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, NumelIn=19008, NumelOut=152064, "
+            "Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n"
+            "[2024-10-17 09:22:45] Received sigquit from a child proces. It usually means the child failed.\n"
+            "Killed\n")
+    top = llmtriage.analyze(text).findings[0]
+    assert (top.category, top.severity) == ("nccl-timeout", "error")
+    assert llmtriage.analyze("step 3 loss 2.1\nKilled\n").findings[0].category == "host-oom"

@@ -155,6 +155,10 @@ _TB_START = "Traceback (most recent call last)"
 _IGNORED = "Exception ignored in"
 _THREAD = "Exception in thread "      # threading's excepthook: a background thread died, the process goes on
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
+# IPython / Jupyter frames: "File ~/env/lib/python3.11/site-packages/x/save.py:824, in f(a, b)",
+# "Cell In[12], line 1"; its source lines are numbered, the current one behind an arrow ("--> 824 ...")
+_IPY_FRAME = re.compile(r"^(?:File (?P<file>[^\s\"][^,]*?):(?P<line>\d+), in (?P<func>[\w.<>]+)|Cell In ?\[\d*\], line (?P<cell>\d+))")
+_IPY_SOURCE = re.compile(r"^-*> ?\d+ ")
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*|Exception)(?::\s?(?P<msg>.*))?$")
 # a frameless "traceback" ends in `Type: message` (a word and a colon alone, `Extracted:`, is output, not an exception)
@@ -262,15 +266,22 @@ class TracebackParser:
         if line_no - tb.last_frame_line > self.MAX_GAP:
             del self._open[key]
             return
-        m = _FRAME.match(text)
+        m = _FRAME.match(text) or _IPY_FRAME.match(text)
         if m:
             if len(tb.frames) >= self.MAX_FRAMES:
                 tb.frames.pop(0)
-            tb.frames.append(Frame(file=m["file"], line=int(m["line"]), function=(m["func"] or "").strip()))
+            cell = m.groupdict().get("cell")
+            tb.frames.append(Frame(file=m["file"] or "<cell>", line=int(cell or m["line"]),
+                                   function=(m["func"] or "<module>").strip()))
             tb.last_frame_line = line_no
             return
         stripped = text.strip()
         if not stripped:
+            return
+        if _IPY_SOURCE.match(stripped):          # the current line of an IPython frame (its context lines came first)
+            if tb.frames:
+                tb.frames[-1].code = stripped.split(None, 2)[-1][:300]
+            tb.last_frame_line = line_no
             return
         if text[:1] in (" ", "\t") or stripped.startswith(("^", "~", "...")) or "frames]" in stripped:
             # source line under a frame, caret markers, "[Previous line repeated N more times]"
