@@ -53,6 +53,8 @@ def test_every_family_is_a_category_and_every_cue_is_re2_safe():
     ("ModuleNotFoundError: No module named 'liger_kernel'", "missing-dependency"),
     ("socket.gaierror: [Errno -3] Temporary failure in name resolution", "hub-unreachable"),
     ("RuntimeError: 显存不足，无法分配 2.00 GiB", "cuda-oom"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'pdsh'", "missing-dependency"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'llama.cpp/llama-quantize'", "missing-dependency"),
 ])
 def test_a_new_wording_is_placed_in_its_family(text, family):
     got = family_of(text)

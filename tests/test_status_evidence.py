@@ -220,3 +220,16 @@ def test_sglangs_self_kill_after_a_child_failed_is_not_the_oom_killer():
     top = llmtriage.analyze(text).findings[0]
     assert (top.category, top.severity) == ("nccl-timeout", "error")
     assert llmtriage.analyze("step 3 loss 2.1\nKilled\n").findings[0].category == "host-oom"
+
+
+def test_a_childs_argparse_error_ranks_above_the_launchers_summary():
+    text = ("gpu-a: usage: train.py [-h] --model_name_or_path MODEL_NAME_OR_PATH --output_dir OUTPUT_DIR\n"
+            "gpu-a: train.py: error: the following arguments are required: --model_name_or_path, --output_dir\n"
+            "[2024-11-19 16:11:48,512] [ERROR] [launch.py:325:sigkill_handler] ['python', '-u', 'src/train.py', "
+            "'--local_rank=7'] exits with return code = 2\n"
+            "pdsh@gpu-a: gpu-a: ssh exited with exit code 2\n")
+    rep = llmtriage.analyze(text)
+    top = rep.findings[0]
+    assert (top.rule_id, top.severity, top.line) == ("unknown", "error", 2), rep.findings
+    assert rep.extra["death"]["name"] == "argparse-error"
+    assert any(f.category == "launcher-child-failed" and f.role == "symptom" for f in rep.findings[1:])

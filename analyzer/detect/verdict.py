@@ -243,7 +243,10 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang)
         if hang is not None:
             findings.append(hang)
-    if status == "crashed" and evidence is not None and not any(f.severity == "error" for f in findings):
+    if status == "crashed" and evidence is not None and (
+            not any(f.severity == "error" for f in findings)
+            or (evidence["name"] in verdict_spec()["unknown"].get("death_over_symptoms", ())
+                and all(f.role == "symptom" for f in findings if f.severity == "error"))):
         findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang)
     _yield_unknown(findings, lang)
