@@ -187,3 +187,78 @@ def test_a_multi_line_message_is_read_with_the_lines_that_follow_its_headline():
     head_only = llmtriage.analyze("\n".join(text.splitlines()[:4]) + "\n").findings[0]
     # without the lines below it no family is named (at most a nearest-failure lead from the headline)
     assert head_only.category != "cuda-unavailable" and "family" not in head_only.captures
+
+
+# --- shapes: the exception's type, message and where it was raised (families.yaml `shapes`) ---
+
+def _raised_in(headline: str, *files: str) -> str:
+    frames = "".join(f'  File "{f}", line {10 + i}, in fn{i}\n    call{i}()\n' for i, f in enumerate(("/app/train.py", *files)))
+    return "Traceback (most recent call last):\n" + frames + headline + "\n"
+
+
+@pytest.mark.parametrize("exc_type, message, files, family", [
+    ("TypeError", "PPOConfig.__init__() got an unexpected keyword argument 'kl_penalty'", [], "dependency-mismatch"),
+    ("TypeError", "Trainer.training_step() takes 3 positional arguments but 4 were given", [], "dependency-mismatch"),
+    ("TypeError", "RMSNorm.__init__() missing 1 required positional argument: 'normalized_shape'", [], "dependency-mismatch"),
+    ("AttributeError", "'AdamW' object has no attribute 'train'", [], "dependency-mismatch"),
+    ("NameError", "name 'Replicate' is not defined", [], "dependency-mismatch"),
+    ("AssertionError", "", ["/py/site-packages/deepspeed/runtime/zero/stage3.py"], "deepspeed-config"),
+    ("builtins.ValueError", "Hostfile contains a bad entry: node01 slot=8",
+     ["/py/site-packages/deepspeed/launcher/runner.py"], "deepspeed-config"),
+    ("AssertionError", "Number of layers should be divisible by the pipeline-model-parallel size",
+     ["/ws/Megatron-LM/megatron/training/arguments.py"], "deepspeed-config"),
+])
+def test_an_exception_shape_names_its_family(exc_type, message, files, family):
+    from llmtriage.detect.family import shape_cues
+    shapes = shape_cues(exc_type, message, files)
+    assert [s[0] for s in shapes] == [family]
+    got = family_of(f"{exc_type}: {message}", shapes=shapes)
+    assert got is not None and got[0] == family and shapes[0][2] in got[1]
+
+
+@pytest.mark.parametrize("exc_type, message, files", [
+    ("AttributeError", "'NoneType' object has no attribute 'shape'", []),      # a value that is missing, not an API
+    ("TypeError", "unsupported operand type(s) for +: 'int' and 'str'", []),   # a type bug, not a signature
+    ("AssertionError", "", ["/app/data/loader.py"]),                           # the user's own assertion
+    ("AssertionError", "", ["/py/site-packages/deepspeed/runtime/engine.py", "/app/a.py", "/app/b.py", "/app/c.py"]),  # DeepSpeed not innermost
+    ("AttributeError", "'Linear' object has no attribute 'ds_grads_remaining'",
+     ["/py/site-packages/deepspeed/runtime/zero/stage3.py"]),                  # not a type the DeepSpeed shape takes
+])
+def test_shapes_that_do_not_fit(exc_type, message, files):
+    from llmtriage.detect.family import shape_cues
+    fams = [s[0] for s in shape_cues(exc_type, message, files)]
+    assert "deepspeed-config" not in fams
+    if exc_type != "AttributeError" or "NoneType" in message:
+        assert "dependency-mismatch" not in fams
+
+
+def test_the_verdict_places_an_unrecognised_signature_mismatch_by_its_shape():
+    # no rule knows this class, and "takes N positional arguments" has no family words of its own
+    _, top = _top(_raised_in("TypeError: ZzRolloutWorker.generate_sequences() takes 2 positional arguments but 3 were given",
+                             "/py/site-packages/zzrl/trainer/ppo.py"))
+    assert (top.rule_id, top.category) == ("unknown", "dependency-mismatch")
+    assert top.captures["family"] == "dependency-mismatch"
+    assert "TypeError: call signature mismatch" in top.captures["family_words"]
+
+
+def test_the_verdict_places_an_assertion_raised_inside_deepspeed():
+    _, top = _top(_raised_in("AssertionError", "/py/site-packages/transformers/trainer.py",
+                             "/py/site-packages/deepspeed/runtime/engine.py", "/py/site-packages/deepspeed/runtime/zero/stage_1_and_2.py"))
+    assert (top.rule_id, top.category) == ("unknown", "deepspeed-config")
+    # the same bare assertion in the user's own code names no family from its shape
+    _, own = _top(_raised_in("AssertionError", "/app/data/loader.py"))
+    assert own.rule_id == "unknown" and "family" not in own.captures
+
+
+def test_every_shape_is_well_formed_and_re2_safe():
+    spec = yaml.safe_load((RULES / "families.yaml").read_text(encoding="utf-8"))
+    cats = set(yaml.safe_load((RULES / "taxonomy.yaml").read_text(encoding="utf-8"))["categories"]) - {"unknown"}
+    assert spec["shapes"] and int(spec["frames_deep"]) >= 1
+    re2 = pytest.importorskip("re2")
+    for s in spec["shapes"]:
+        assert s["family"] in cats and s["weight"] in (1, 2, 3, 4) and s["name"], s
+        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames"}, s
+        assert any(s.get(k) for k in ("type", "message", "frames")), s
+        for k in ("type", "message", "unless", "frames"):
+            if s.get(k):
+                re2.compile(s[k])

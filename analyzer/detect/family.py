@@ -8,13 +8,18 @@ largest total is named when it reaches `min_weight` and leads the runner-up by `
 the error stays plainly `unknown`. The verdict keeps such a finding's rule id `unknown` and its low
 confidence and only sets its category: a family is a lead, not a recognised signature.
 
+Words are not all the evidence: an exception's type and where it was raised say something its
+message may not ("AttributeError: 'AdamW' object has no attribute 'train'" names no failure class,
+but an attribute a library object lacks is, in bug reports, nearly always two library releases that
+do not match). `shape_cues` reads those (families.yaml `shapes`) and its weights add to the words'.
+
 Only the verdict calls this, once per scan and only for an unexplained death, so the cues compile
 on first use and a log that a rule explains never pays for them.
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from llmtriage.ruleset.datafiles import data_file
 
@@ -29,14 +34,45 @@ def _families() -> dict[str, Any]:
         # cues are our own data (not user input): stdlib re, case-insensitive; tests check they are RE2-safe
         _COMPILED["cues"] = [(cat, re.compile(c["cue"], re.IGNORECASE), int(c["weight"]), c["cue"])
                              for cat, cues in spec["families"].items() for c in cues]
+        _COMPILED["deep"] = int(spec.get("frames_deep", 3))
+        _COMPILED["shapes"] = [
+            (s["family"], int(s["weight"]), s["name"],
+             *(re.compile(s[k], re.IGNORECASE if k != "type" else 0) if s.get(k) else None
+               for k in ("type", "message", "unless", "frames")))
+            for s in spec.get("shapes") or ()]
     return _COMPILED
 
 
-def scores(text: str) -> list[tuple[int, str, list[str]]]:
-    """(total weight, family, the words that matched) for every family with a cue in `text`, best first."""
+def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tuple[str, int, str]]:
+    """(family, weight, name) for every `shapes` entry of families.yaml the exception fits: its
+    type's last name fully matches `type`, its message contains `message` and not `unless`, and one
+    of its innermost `frames_deep` frames' files contains `frames` (each when given)."""
+    fam = _families()
+    short = exc_type.rsplit(".", 1)[-1]
+    deep = frame_files[-fam["deep"]:] if frame_files else []
+    out = []
+    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx in fam["shapes"]:
+        if type_rx is not None and not type_rx.fullmatch(short):
+            continue
+        if msg_rx is not None and not msg_rx.search(message):
+            continue
+        if unless_rx is not None and unless_rx.search(message):
+            continue
+        if frames_rx is not None and not any(frames_rx.search(f) for f in deep):
+            continue
+        out.append((family, weight, name))
+    return out
+
+
+def scores(text: str, shapes: Iterable[tuple[str, int, str]] = ()) -> list[tuple[int, str, list[str]]]:
+    """(total weight, family, the words that matched) for every family with a cue in `text` or a
+    `shapes` entry (shape_cues), best first."""
     fam = _families()
     totals: dict[str, int] = {}
     words: dict[str, list[str]] = {}
+    for cat, weight, name in shapes:
+        totals[cat] = totals.get(cat, 0) + weight
+        words.setdefault(cat, []).append(name)
     for cat, rx, weight, _ in fam["cues"]:
         m = rx.search(text)
         if m:
@@ -45,10 +81,10 @@ def scores(text: str) -> list[tuple[int, str, list[str]]]:
     return sorted(((w, c, words[c]) for c, w in totals.items()), key=lambda t: (-t[0], t[1]))
 
 
-def family_of(text: str, extra: int = 0) -> Optional[tuple[str, list[str]]]:
+def family_of(text: str, extra: int = 0, shapes: Iterable[tuple[str, int, str]] = ()) -> Optional[tuple[str, list[str]]]:
     """(family, the words that placed it) when one family clearly leads, else None; `extra` raises
     the minimum weight (displacing a recognised signature needs more than naming an unknown)."""
-    ranked = scores(text)
+    ranked = scores(text, shapes)
     fam = _families()
     if not ranked or ranked[0][0] < fam["min"] + extra:
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from llmtriage.detect.family import family_of, scores
+from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
 from llmtriage.engine.logparse import BENIGN_EXC
@@ -65,15 +65,16 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         exc = next((e for e in exceptions if e.line == f.line), None)
         barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
-        got = family_of(own)
+        shapes = shape_cues(exc.type, exc.message, [fr.file for fr in exc.frames]) if exc is not None else []
+        got = family_of(own, shapes=shapes)
         context = ""
         if got is None or got[0] in barred:   # an opaque headline: the error lines printed just before it (and after)
             context = scanner.error_lines_around(f.line, int(spec.get("exception_after", 0)))
-            got = family_of(own + "\n" + context) if context else None
+            got = family_of(own + "\n" + context, shapes=shapes) if context else None
         if got is not None and got[0] in barred:
             got = None
         if got is None:
-            near_to = nearest(f.evidence, engine, scores(own + "\n" + context), near, f.captures.get("type", ""))
+            near_to = nearest(f.evidence, engine, scores(own + "\n" + context, shapes), near, f.captures.get("type", ""))
             _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
         elif got[0] in taxonomy:
             _place(f, got, spec, lang, taxonomy)
