@@ -55,6 +55,11 @@ def test_every_family_is_a_category_and_every_cue_is_re2_safe():
     ("RuntimeError: 显存不足，无法分配 2.00 GiB", "cuda-oom"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'pdsh'", "missing-dependency"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'llama.cpp/llama-quantize'", "missing-dependency"),
+    ("RuntimeError: Unsloth: The file ('llama.cpp/llama-quantize' or 'llama.cpp/llama-quantize.exe' if you are on "
+     "Windows WSL) does not exist.", "missing-dependency"),
+    ("ValueError: PEFT backend is required for this method.", "missing-dependency"),
+    ('RuntimeError: Attempted to set the storage of a tensor on device "npu:4" to a storage on different device '
+     '"npu:0".  This is no longer allowed; the devices must match.', "device-mismatch"),
 ])
 def test_a_new_wording_is_placed_in_its_family(text, family):
     got = family_of(text)
@@ -262,3 +267,9 @@ def test_every_shape_is_well_formed_and_re2_safe():
         for k in ("type", "message", "unless", "frames"):
             if s.get(k):
                 re2.compile(s[k])
+
+
+def test_a_deepspeed_op_that_fails_to_build_is_not_a_config_shape():
+    from llmtriage.detect.family import shape_cues
+    files = ["/py/site-packages/deepspeed/ops/adam/cpu_adam.py", "/py/site-packages/deepspeed/ops/op_builder/builder.py"]
+    assert shape_cues("RuntimeError", "Error building extension 'cpu_adam'", files) == []
