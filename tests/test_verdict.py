@@ -468,3 +468,113 @@ def test_a_signature_warning_and_the_loss_curve_corroborate_a_silent_failure():
     assert any(f.rule_id == "metric-flat-loss" and f.severity == "warning" for f in rep.findings)
     rep = run(NO_GRAD_WARN + falling + FINISH)           # the loss falls: the warning alone is harmless
     assert not errors(rep)
+
+
+ENGINE_CORE = (
+    "INFO 07-02 08:11:43 [core.py:69] Initializing a V1 LLM engine (v0.9.2) with config: model='zz/Model-9B'\n"
+    "ERROR 07-02 08:11:47 [core.py:586] EngineCore failed to start.\n"
+    "ERROR 07-02 08:11:47 [core.py:586] Traceback (most recent call last):\n"
+    'ERROR 07-02 08:11:47 [core.py:586]   File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 577, in run_engine_core\n'
+    "ERROR 07-02 08:11:47 [core.py:586]     engine_core = EngineCoreProc(*args, **kwargs)\n"
+    'ERROR 07-02 08:11:47 [core.py:586]   File "/venv/lib/python3.12/site-packages/zzmm/processor.py", line 100, in build\n'
+    "ERROR 07-02 08:11:47 [core.py:586]     return ZzProcessor(cfg)\n"
+    "ERROR 07-02 08:11:47 [core.py:586] {exc}\n"
+    "Traceback (most recent call last):\n"
+    '  File "/venv/bin/vllm", line 8, in <module>\n'
+    "    sys.exit(main())\n"
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {{}}\n"
+)
+
+
+def test_the_exception_behind_a_symptom_exception_is_the_root_cause_guess():
+    # the last exception is the engine-died symptom's own; the engine process's exception before it,
+    # which no rule knows, is the root-cause guess (here placed by its shape)
+    rep = run(ENGINE_CORE.format(exc="TypeError: ZzProcessor.build_inputs() takes 2 positional arguments but 3 were given"))
+    top = errors(rep)[0]
+    assert top.rule_id == "unknown" and top.line == 8 and top.category == "dependency-mismatch"
+    died = next(f for f in rep.findings if f.rule_id == "vllm-engine-core-died")
+    assert died.role == "symptom" and died.severity == "error"
+
+
+def test_no_earlier_exception_leaves_the_symptom_alone():
+    rep = run("\n".join(ENGINE_CORE.splitlines()[:2] + ENGINE_CORE.splitlines()[8:]).format() + "\n")
+    assert errors(rep)[0].rule_id == "vllm-engine-core-died"
+
+
+def test_an_exception_long_before_the_symptom_is_not_its_cause():
+    lines = ENGINE_CORE.format(exc="TypeError: ZzProcessor.build_inputs() takes 2 positional arguments but 3 were given").splitlines()
+    far = "\n".join(lines[:8] + [f"INFO 07-02 08:12:{i % 60:02d} [core.py:1] waiting" for i in range(260)] + lines[8:]) + "\n"
+    assert errors(run(far))[0].rule_id == "vllm-engine-core-died"
+
+
+def test_a_pytest_failure_under_torchrun_names_its_exception_not_the_launcher():
+    # pytest prints no "Traceback" block: its "E   TypeError: ..." and the summary line are all there is
+    log = ("tests/unit/test_zz.py::test_load[tp1] FAILED\n"
+           "    def test_load(tmp_path):\n"
+           ">       zz.load(ckpt, no_remote=True)\n"
+           "E       TypeError: ZzLoader.load() takes 2 positional arguments but 3 were given\n"
+           "\n"
+           "zz/core/loader.py:890: TypeError\n"
+           "=========================== short test summary info ============================\n"
+           "FAILED tests/unit/test_zz.py::test_load[tp1] - TypeError: ZzLoader.load() takes 2 positional arguments but 3 were given\n"
+           "========================= 1 failed, 3 passed in 48.17s =========================\n"
+           "E0424 03:12:49.551000 8817 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+           "local_rank: 0 (pid: 8889) of binary: /usr/bin/python\n")
+    rep = run(log)
+    top = errors(rep)[0]
+    assert top.rule_id == "unknown" and "ZzLoader.load()" in top.message and top.category == "dependency-mismatch"
+    assert any(f.category == "launcher-child-failed" and f.role == "symptom" for f in rep.findings)
+
+
+def test_a_counter_that_only_shows_after_an_exception_and_advances_means_the_process_lived():
+    # a web UI's traceback printed before the first progress bar, then training steps on
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/py/site-packages/gradio/queueing.py", line 495, in call_prediction\n'
+          "    output = await route_utils.call_process_api(\n"
+          "httpx.ReadTimeout: timed out\n")
+    bars = "".join(f" {i * 3}%|▎         | {i * 5}/186 [00:{i * 6:02d}<21:43,  7.20s/it]\n" for i in range(1, 5))
+    rep = run(TRAIN_HEAD.splitlines()[0] + "\n" + tb + bars)
+    assert rep.extra["status"] == "running" and not errors(rep)
+    # one step after it is not enough: another rank's bar can move once while the job dies
+    one = " 3%|▎         | 5/186 [00:06<21:43,  7.20s/it]\n 3%|▎         | 6/186 [00:13<21:43,  7.20s/it]\n"
+    rep = run(TRAIN_HEAD.splitlines()[0] + "\n" + tb + one)
+    assert rep.extra["status"] == "crashed"
+
+
+def test_a_request_error_then_finished_requests_is_a_server_that_lived():
+    log = ("INFO 03-12 09:29:40 async_llm_engine.py:211] Added request 9a1.\n"
+           "ERROR 03-12 09:29:41 serving_chat.py:200] Error in preprocessing prompt inputs\n"
+           "Traceback (most recent call last):\n"
+           '  File "/py/site-packages/vllm/multimodal/processing.py", line 1211, in _validate_mm_kwargs\n'
+           "    raise ValueError(\n"
+           "ValueError: You set image=2 (or defaulted to 1) in `--limit-mm-per-prompt`, but passed 3 image items in the same prompt.\n"
+           "INFO 03-12 09:30:03 async_llm_engine.py:211] Added request 9f2e8a10-ff24.\n"
+           "INFO 03-12 09:30:05 async_llm_engine.py:188] Finished request 9f2e8a10-ff24.\n")
+    rep = run(log)
+    assert rep.extra["status"] == "running" and not errors(rep)
+
+
+@pytest.mark.parametrize("last", [
+    "/bin/sh: 1: torchrun: not found",
+    "run.sh: line 3: deepspeed: command not found",
+    "python3: can't open file '/w/train.py': [Errno 2] No such file or directory",
+    "zsh: segmentation fault  python x.py",
+])
+def test_a_shell_that_could_not_run_the_job_is_its_death(last):
+    rep = run(f"INFO start\nINFO step 1\n{last}\n")
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "shell-final-error"
+    assert errors(rep)
+    # the same words followed by work are not the end of the job
+    later = run(f"INFO start\n{last}\n" + "".join(f"{{'loss': 1.{i}, 'epoch': 0.{i}}}\n" for i in range(5)))
+    assert later.extra["status"] != "crashed"
+
+
+def test_a_two_record_jump_to_zero_loss_is_not_a_fast_fall_over_a_crash():
+    log = ("{'loss': 3.5534, 'grad_norm': 1.414, 'learning_rate': 1e-05, 'epoch': 0.1}\n"
+           "{'loss': 0.0, 'grad_norm': 1.414, 'learning_rate': 1e-05, 'epoch': 0.2}\n"
+           "[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=2201, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800094 "
+           "milliseconds before timing out.\n")
+    rep = run(log)
+    assert errors(rep)[0].category == "nccl-timeout"
+    assert not any(f.rule_id == "metric-fast-fall" for f in rep.findings)

@@ -257,11 +257,14 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
         if span > th.fall_within:
             return []
         if r.loss < th.fall_below:  # type: ignore[operator]
+            if r.loss == 0 and finite(r.grad_norm) and r.grad_norm > th.zero_grad:  # type: ignore[operator]
+                return []   # exactly 0 with a gradient is no loss a model reached: the Trainer's hidden NaN (_nan_hidden)
             span_recs = [x for x in fin if _span(first, x) <= th.fall_within]
             low = min((x.loss for x in span_recs if x.index >= r.index), default=r.loss)  # type: ignore[type-var]
             win = [x.grad_norm for x in span_recs if finite(x.grad_norm)]
             gflat = bool(win) and min(win) > 0 and max(win) / min(win) <= th.grad_flat_ratio  # type: ignore[type-var,operator]
-            strong = low <= th.fall_strong and gflat  # type: ignore[operator]
+            # two records are a jump, not a fall: an error needs the fall_records_min records up to it
+            strong = low <= th.fall_strong and gflat and r.index - first.index + 1 >= th.fall_records_min  # type: ignore[operator]
             return [Anomaly("fall", "loss-suspicious", "error" if strong else "warning", r.line, r.line, r.step, 1, {
                 "from_loss": fmt(first.loss), "from": first.at, "loss": fmt(r.loss), "at": r.at, "span": span,
                 "grad_flat": gflat, "min_loss": fmt(low),

@@ -37,7 +37,9 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   fall_below         0.1   metric-fast-fall: loss falls below this ...
   fall_within        100   ... within this many steps (or records when steps are unknown) ...
   fall_from          1.0   ... from a first logged loss at least this
-  fall_strong        0.01  below this (with a flat grad_norm) the finding is an error
+  fall_strong        0.01  below this (with a flat grad_norm) the finding is an error ...
+  fall_records_min   3     ... when at least this many records lead to it (a loss of exactly 0 with a
+                           gradient is the hidden NaN, never a fall)
   grad_flat_ratio    2.0   grad_norm "stays flat": max/min over the fall <= this
   collapse_loss      0.01  loss-collapse: the last `flat_min_records` losses below this ...
   collapse_grad      0.01  ... with grad_norm below this (the model copies its input)
@@ -97,6 +99,7 @@ class Thresholds:
     fall_within: int = 100
     fall_from: float = 1.0
     fall_strong: float = 0.01
+    fall_records_min: int = 3
     grad_flat_ratio: float = 2.0
     collapse_loss: float = 0.01
     collapse_grad: float = 0.01

@@ -236,7 +236,15 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no
         # rule explains and that is not the launcher's own wrapper is the better root-cause guess.
         root = root_exception(exceptions)
-        if root is not None and not any(f.line <= root.line <= (f.last_line or f.line) for f in findings):
+        if root is None and exc is not None and exc.type.rsplit(".", 1)[-1] not in BENIGN_EXC | _WRAPPERS:
+            root = exc      # no traceback parsed (pytest's "E   TypeError: ..."), a bare exception line at the end
+        covered = [f for f in findings if root is not None and f.line <= root.line <= (f.last_line or f.line)]
+        if root is not None and covered and all(f.role == "symptom" for f in covered):
+            # the last exception is itself only a symptom's ("Engine core initialization failed. See
+            # root cause above"): the cause is the unrecognised exception printed just before it
+            root = _cause_before(root, exceptions, findings, int(verdict_spec()["unknown"]["symptom_lookback"]))
+            covered = []
+        if root is not None and not covered:
             findings.append(unknown_finding(root, lang))
     if status == "running" and report.extra.get("thread_dump") and not any(f.severity == "error" for f in findings):
         from llmtriage.detect.threaddump import hang_finding   # deferred: loaded only by scans that met a thread dump
@@ -264,6 +272,23 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
 
 
 _WRAPPERS = {"ChildFailedError", "CalledProcessError", "SystemExit", "ProcessRaisedException", "ProcessExitedException"}
+
+
+def _cause_before(last: ExceptionInfo, exceptions: list[ExceptionInfo], findings: list[Finding],
+                  lookback: int) -> Optional[ExceptionInfo]:
+    """The latest exception within `lookback` lines before `last` that no finding covers (not benign,
+    not a launcher's wrapper, not a background thread's), or None."""
+    for exc in reversed(exceptions):
+        if exc.line >= last.line or exc.thread:
+            continue
+        if last.line - exc.line > lookback:
+            return None
+        short = exc.type.rsplit(".", 1)[-1]
+        if short in BENIGN_EXC or short in _WRAPPERS:
+            continue
+        if not any(f.line <= exc.line <= (f.last_line or f.line) for f in findings):
+            return exc
+    return None
 
 
 def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
