@@ -578,3 +578,12 @@ def test_a_two_record_jump_to_zero_loss_is_not_a_fast_fall_over_a_crash():
     rep = run(log)
     assert errors(rep)[0].category == "nccl-timeout"
     assert not any(f.rule_id == "metric-fast-fall" for f in rep.findings)
+
+
+@pytest.mark.parametrize("last, name", [
+    ("2024-07-29 14:02:12.930 1 kserve ERROR [__main__.py:<module>():259] Failed to start model server: 'type'", "server-died"),
+    ("main: failed to quantize model from 'models/zz-f16.gguf'", "llama-cpp-exit"),
+])
+def test_a_server_or_tool_that_gave_up_is_a_death(last, name):
+    rep = run(f"INFO starting\n{last}\n")
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == name and errors(rep)
