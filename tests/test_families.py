@@ -58,6 +58,8 @@ def test_every_family_is_a_category_and_every_cue_is_re2_safe():
     ("RuntimeError: Unsloth: The file ('llama.cpp/llama-quantize' or 'llama.cpp/llama-quantize.exe' if you are on "
      "Windows WSL) does not exist.", "missing-dependency"),
     ("ValueError: PEFT backend is required for this method.", "missing-dependency"),
+    ("/bin/sh: 1: torchrun: not found", "missing-dependency"),
+    ("WARNING: command error: '[Errno 2] No such file or directory: 'python''!", "missing-dependency"),
     ("RuntimeError: PyTorch is not linked with support for mps devices", "cuda-unavailable"),
     ('RuntimeError: Attempted to set the storage of a tensor on device "npu:4" to a storage on different device '
      '"npu:0".  This is no longer allowed; the devices must match.', "device-mismatch"),

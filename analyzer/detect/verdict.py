@@ -236,7 +236,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no
         # rule explains and that is not the launcher's own wrapper is the better root-cause guess.
         root = root_exception(exceptions)
-        if root is None and exc is not None and exc.type.rsplit(".", 1)[-1] not in BENIGN_EXC | _WRAPPERS:
+        if root is None and exc is not None and exc.type.rsplit(".", 1)[-1] not in (
+                BENIGN_EXC | _WRAPPERS | set(verdict_spec()["death_reports"])):
             root = exc      # no traceback parsed (pytest's "E   TypeError: ..."), a bare exception line at the end
         covered = [f for f in findings if root is not None and f.line <= root.line <= (f.last_line or f.line)]
         if root is not None and covered and all(f.role == "symptom" for f in covered):
