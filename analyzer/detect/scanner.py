@@ -183,9 +183,8 @@ class Scanner:
 
     def steps_after(self, line: int, before_lines: int = 200) -> int:
         """How many steps a step counter went on after line `line` (1-based), compared with its last
-        value in the `before_lines` lines before it (or with its first value after the line, for a
-        counter that only shows after it), when both are in the last two blocks; 0 when no counter
-        shows after it. A process that died there cannot advance its own counter; the
+        value in the `before_lines` lines before it (or, when no counter shows before the line at all,
+        with its first value after it), when both are in the last two blocks. A process that died there cannot advance its own counter; the
         other ranks of a collective job stop within one step of it."""
         before: dict[bytes, int] = {}
         after: dict[bytes, int] = {}
@@ -208,8 +207,10 @@ class Scanner:
                     else:
                         after[key] = max(after.get(key, value), value)
                         first.setdefault(key, value)
-        # a counter first seen after the line counts from its first value there
-        return max((v - before.get(k, first[k]) for k, v in after.items()), default=0)
+        if before:    # a bar that only starts after the error (an evaluation bar) is not the same counter
+            return max((v - before[k] for k, v in after.items() if k in before), default=0)
+        # no counter before the line at all: one that shows only after it counts from its first value there
+        return max((v - first[k] for k, v in after.items()), default=0)
 
     def line_text(self, line: int) -> str:
         """Line `line` (1-based) of the input when it is still in the last two blocks, else ''."""
