@@ -273,3 +273,14 @@ def test_an_ipython_traceback_is_parsed_with_its_frames_however_long():
     assert [f.line for f in exc.frames] == [1, 1734, 824]
     assert exc.frames[-1].function == "try_execute" and exc.frames[-1].code.startswith("raise RuntimeError")
     assert exc.user_frame is not None and exc.user_frame.file == "<cell>"
+
+
+def test_a_frameless_traceback_takes_an_exception_name_not_a_logger_prefix():
+    # the frames went to another stream ([rank0]: mid-line after a tqdm bar); a logger's "wandb: ..."
+    # line after the bare header is not the exception
+    head = ["Traceback (most recent call last):"]
+    assert _headline(head + ["wandb: 🚀 View run dpo-7b at: https://wandb.ai/u/p/runs/x"]) is None
+    for line, typ in [("KeyError: 'prompt'", "KeyError"), ("socket.timeout: timed out", "socket.timeout"),
+                      ("torch.OutOfMemoryError: CUDA out of memory", "torch.OutOfMemoryError")]:
+        exc = _headline(head + [line])
+        assert exc is not None and exc.type == typ, (line, exc)

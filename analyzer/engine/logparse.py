@@ -162,7 +162,9 @@ _IPY_SOURCE = re.compile(r"^-*> ?\d+ ")
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*|Exception)(?::\s?(?P<msg>.*))?$")
 # a frameless "traceback" ends in `Type: message` (a word and a colon alone, `Extracted:`, is output, not an exception)
-_EXC_BARE = re.compile(r"^[A-Za-z_][\w.]*: \S")
+# after a frameless "Traceback" header: an exception's name is a class (CamelCase) or dotted
+# (socket.timeout), never a logger's lower-case prefix ("wandb: View run ...")
+_EXC_BARE = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+): \S")
 # a printed or quoted "Traceback (most recent call last)" (`print("Traceback ...")`, a sample) starts nothing
 _QUOTED_TB = re.compile(r"""["'`“「]\s*$|\bprint\(\s*$""")
 # Exception classes named otherwise, after the frames of a traceback: `pyarrow.lib.ArrowInvalid`,
