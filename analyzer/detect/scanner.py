@@ -184,8 +184,9 @@ class Scanner:
     def steps_after(self, line: int, before_lines: int = 200) -> int:
         """How many steps a step counter went on after line `line` (1-based), compared with its last
         value in the `before_lines` lines before it (or, when no counter shows before the line at all,
-        with its first value after it), when both are in the last two blocks. A process that died there cannot advance its own counter; the
-        other ranks of a collective job stop within one step of it."""
+        with its first value after it), when both are in the last two blocks. A process that died
+        there cannot advance its own counter; the other ranks of a collective job stop within one
+        step of it."""
         before: dict[bytes, int] = {}
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
