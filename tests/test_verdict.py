@@ -587,3 +587,14 @@ def test_a_two_record_jump_to_zero_loss_is_not_a_fast_fall_over_a_crash():
 def test_a_server_or_tool_that_gave_up_is_a_death(last, name):
     rep = run(f"INFO starting\n{last}\n")
     assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == name and errors(rep)
+
+
+def test_a_finished_tokenizer_bar_before_the_error_is_no_running_counter():
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/py/site-packages/gradio/queueing.py", line 495, in call_prediction\n'
+          "    output = await route_utils.call_process_api(\n"
+          "httpx.ReadTimeout: timed out\n")
+    done = "Running tokenizer on dataset: 100%|██████████| 1000/1000 [00:01<00:00, 812.44 examples/s]\n"
+    bars = "".join(f" {i * 3}%|▎         | {i * 5}/186 [00:{i * 6:02d}<21:43,  7.20s/it]\n" for i in range(1, 5))
+    rep = run(done + tb + bars)
+    assert rep.extra["status"] == "running" and not errors(rep)

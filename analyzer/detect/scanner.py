@@ -204,6 +204,8 @@ class Scanner:
                     else:
                         key, value = m.group(5).lower(), int(m.group(6))
                     if n < line:
+                        if m.group(1) and m.group(1) == m.group(2):
+                            continue    # a bar already at its total (tokenizing done) is no running counter
                         before[key] = value
                     else:
                         after[key] = max(after.get(key, value), value)

@@ -236,8 +236,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no
         # rule explains and that is not the launcher's own wrapper is the better root-cause guess.
         root = root_exception(exceptions)
-        if root is None and exc is not None and exc.type.rsplit(".", 1)[-1] not in (
-                BENIGN_EXC | _WRAPPERS | set(verdict_spec()["death_reports"])):
+        if root is None and exc is not None and _candidate(exc) and (
+                exc.type.rsplit(".", 1)[-1] not in verdict_spec()["death_reports"]):
             root = exc      # no traceback parsed (pytest's "E   TypeError: ..."), a bare exception line at the end
         covered = [f for f in findings if root is not None and f.line <= root.line <= (f.last_line or f.line)]
         if root is not None and covered and all(f.role == "symptom" for f in covered):
@@ -284,21 +284,20 @@ def _cause_before(last: ExceptionInfo, exceptions: list[ExceptionInfo], findings
             continue
         if last.line - exc.line > lookback:
             return None
-        short = exc.type.rsplit(".", 1)[-1]
-        if short in BENIGN_EXC or short in _WRAPPERS:
-            continue
-        if not any(f.line <= exc.line <= (f.last_line or f.line) for f in findings):
+        if _candidate(exc) and not any(f.line <= exc.line <= (f.last_line or f.line) for f in findings):
             return exc
     return None
+
+
+def _candidate(exc: ExceptionInfo) -> bool:
+    """Neither benign (Ctrl-C) nor a launcher's wrapper of a child failure."""
+    short = exc.type.rsplit(".", 1)[-1]
+    return short not in BENIGN_EXC and short not in _WRAPPERS
 
 
 def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
     """The last exception that is neither benign (Ctrl-C) nor a launcher's wrapper of a child failure."""
-    for exc in reversed(exceptions):
-        short = exc.type.rsplit(".", 1)[-1]
-        if short not in BENIGN_EXC and short not in _WRAPPERS:
-            return exc
-    return None
+    return next((exc for exc in reversed(exceptions) if _candidate(exc)), None)
 
 
 # --------------------------------------------------------------------------- actions
