@@ -173,3 +173,45 @@ def test_a_demo_that_crashes_keeps_its_traceback_and_one_speaker_alone_is_not_a_
     # a user's turn with no model turn in the block is not a transcript: nothing is hidden
     alone = "User: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     assert quoted.mask(alone.encode()) == alone.encode()
+
+
+# ------------------------------------------------------------ a traceback's echo of the raising source line
+ECHOES = {
+    "plain": ('Traceback (most recent call last):\n  File "/x/site-packages/foo/bar.py", line 20, in main\n'
+              '    raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")\n'),
+    "rank-prefixed": ('[rank0]: Traceback (most recent call last):\n'
+                      '[rank0]:   File "/x/site-packages/foo/bar.py", line 20, in main\n'
+                      '[rank0]:     raise RuntimeError(f"CUDA out of memory. Tried to allocate {n} GiB")\n'),
+    "ipython": ("ValueError                                Traceback (most recent call last)\n"
+                "File /x/site-packages/foo/bar.py:20, in main()\n     18 def main():\n"
+                '---> 20     raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")\n'),
+    "rich": ("╭──────────────── Traceback (most recent call last) ────────────────╮\n"
+             "│ /x/site-packages/foo/bar.py:20 in main                             │\n"
+             '│ ❱ 20 │   │   raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB") │\n'
+             "╰────────────────────────────────────────────────────────────────────╯\n"),
+}
+
+
+def test_an_echoed_raise_statement_is_code_not_the_error(tmp_path):
+    """The message template in a `raise X("...")` source line fires no rule; the exception line
+    below it is what happened (here a config error, not an OOM)."""
+    for name, head in ECHOES.items():
+        rep = _report(tmp_path, head + "ValueError: bad config value 3\n", f"{name}.log")
+        assert [f.category for f in _errors(rep)][:1] != ["cuda-oom"], name
+        assert rep.exception is not None and rep.exception.type == "ValueError", name
+
+
+def test_the_exception_line_under_an_echo_still_fires(tmp_path):
+    head = ECHOES["plain"]
+    rep = _report(tmp_path, head + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    oom = [f for f in _errors(rep) if f.category == "cuda-oom"]
+    assert oom and oom[0].line == 4 and oom[0].count == 1
+
+
+def test_a_bare_raise_without_a_message_is_left_to_the_rules(tmp_path):
+    """`raise Exception` quotes no message: a rule may key on the statement (AutoAWQ's scale search)."""
+    text = ('Traceback (most recent call last):\n'
+            '  File "/usr/lib/python3.10/site-packages/awq/quantize/quantizer.py", line 409, in _compute_best_scale\n'
+            "    raise Exception\nException\n")
+    rep = _report(tmp_path, text)
+    assert [f.rule_id for f in _errors(rep)][:1] == ["awq-scale-search-no-finite-loss"]

@@ -49,6 +49,13 @@ _TB_MARK = b"Traceback (most recent call last)"
 _WARNING_LINE = re.compile(rb"\bWARN(?:ING)?\b|\[[Ww]arning\]|\b[A-Z]\w*Warning: |\bwarnings\.warn\b")
 _BARE_HEAD = re.compile(r"((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception)): ?(.*)")
 _QUOTE_BEFORE = re.compile(r"""["'`“「]""")
+# a traceback's echo of the raising source line (plain `    raise X(...)`, IPython `---> 20 raise ...`,
+# rich `│ ❱ 20 │ raise ...`): the message template in it is code, not what happened; the exception
+# line below carries the message. No rule counts a hit there (a bare `raise Exception` quotes no message:
+# a rule may key on it).
+_SOURCE_RAISE = re.compile((r"(?:\[[^\]\n]{1,60}\]:?)?(?:[ \t]+|\s*-*>\s*\d+\s+|[ \t]*\d+[ \t]+"
+                            r"|\s*│\s*(?:❱\s*)?\d+\s*│[\s│]*)raise\s+[A-Za-z_][\w.]*\(\s*[rfbu]?"
+                            r"""["']""").encode())
 _RANK_HEAD = (b"[", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 
 
@@ -288,6 +295,7 @@ class Scan:
         counted_to = 0
         newlines = 0
         done: set[tuple[int, int]] = set()
+        echoes: set[int] = set()
         for seg, pi in events:
             newlines += lines.count(b"\n", counted_to, seg)
             counted_to = seg
@@ -295,6 +303,11 @@ class Scan:
             end = view.find(b"\n", seg)
             if end < 0:
                 end = len(view)
+            if seg in echoes:
+                continue
+            if b"raise" in view[seg:end] and _SOURCE_RAISE.match(view, seg, end):
+                echoes.add(seg)
+                continue
             if pi == eng.bare_idx:
                 if (self.bare is None or self.bare[0] != line_no) and not _WARNING_LINE.search(view, seg, end):
                     self.bare = (line_no, view[seg:min(end, seg + EVIDENCE_CAP)])
