@@ -215,6 +215,10 @@ def _raised_in(headline: str, *files: str) -> str:
      ["/py/site-packages/deepspeed/launcher/runner.py"], "deepspeed-config"),
     ("AssertionError", "Number of layers should be divisible by the pipeline-model-parallel size",
      ["/ws/Megatron-LM/megatron/training/arguments.py"], "deepspeed-config"),
+    # an offload swapper the configuration never built
+    ("AttributeError", "'NoneType' object has no attribute 'available_swap_in_buffers'",
+     ["/py/site-packages/deepspeed/runtime/zero/stage3.py",
+      "/py/site-packages/deepspeed/runtime/swap_tensor/partitioned_optimizer_swapper.py"], "deepspeed-config"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
