@@ -95,6 +95,18 @@ def test_interleaved_rank_tracebacks_and_cpp_frames():
     assert by_rank[0].type == "ValueError" and by_rank[0].line == 10
 
 
+def test_a_rank_traceback_after_a_progress_bar_with_no_newline_keeps_its_frames():
+    """tqdm leaves its last redraw without a newline: the rank's traceback header starts mid-line,
+    behind the bar, and must open the traceback of that rank (its frames carry the `[rank0]:` prefix)."""
+    log = ("Loading checkpoint shards: 100%|##########| 2/2 [00:02<00:00][rank0]: Traceback (most recent call last):\n"
+           '[rank0]:   File "/w/train.py", line 10, in <module>\n'
+           "[rank0]:     main()\n"
+           "[rank0]: ValueError: bad value\n")
+    p = _feed(log)
+    assert [(e.type, e.rank, len(e.frames)) for e in p.exceptions] == [("ValueError", 0, 1)]
+    assert p.exceptions[0].user_frame.line == 10
+
+
 def test_keyboard_interrupt_is_not_headline_when_real_error_exists():
     log = """Traceback (most recent call last):
   File "a.py", line 1, in <module>

@@ -171,6 +171,7 @@ _QUOTED_TB = re.compile(r"""["'`“「]\s*$|\bprint\(\s*$""")
 # `ArrowInvalid`, `cv2.error`, `socket.timeout`; not a logger's `INFO:`, `wandb:` or `x.api: [WARNING]`.
 _EXC_OTHER = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][a-z0-9]+[A-Z]\w*|(?:[A-Za-z_]\w*\.)+[A-Z][a-z]\w*"
                         r"|(?:[A-Za-z_]\w*\.)+(?:error|timeout|gaierror|herror))(?::\s?(?P<msg>(?!\[[A-Z]+\]).*))?$")
+_RANK_BEFORE_TB = re.compile(r"\[rank\s*\d+\]:?\s*$", re.IGNORECASE)
 _CPP = re.compile(r"^(?:Exception raised from |frame #\d+:)")
 # Library frames: never "your code". Cython modules (.pyx) and frozen/built-in modules are libraries too.
 _LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib(?:64)?/python\d|<frozen |<built-in|\\lib\\|/usr/lib/"
@@ -226,6 +227,12 @@ class TracebackParser:
 
     def feed(self, line_no: int, raw_text: str) -> None:
         pre = split_prefix(raw_text)
+        if pre.rank is None and _TB_START in raw_text:
+            # a progress bar with no newline before a rank's traceback ("...2/2 [00:02<00:00][rank0]: Traceback"):
+            # the header belongs to the rank whose prefix stands just before it, as its frames do
+            m = _RANK_BEFORE_TB.search(raw_text, 0, raw_text.find(_TB_START))
+            if m is not None:
+                pre = split_prefix(raw_text[m.start():])
         key = pre.rank if pre.rank is not None else pre.host
         text = pre.text
         if _IGNORED in text:
