@@ -336,6 +336,18 @@ def test_spike_then_exact_zero_is_a_hidden_nan():
     assert "nan_hidden" not in {k for k, _ in kinds(t)}
 
 
+def test_the_end_of_run_metrics_table_is_no_step_record():
+    """transformers' `***** train metrics *****` table prints the run's average loss
+    ("  train_loss = 0.7963") after the last step: it is not a step, and must not end the zero tail."""
+    losses = [2.43, 2.11, 2.05, 1.99, 2.04, 1.97, 2.01, 2.28, 9.77] + [0.0] * 8
+    text = "".join(f"{{'loss': {x}, 'learning_rate': 0.005, 'epoch': 0.0{i}}}\n" for i, x in enumerate(losses))
+    text += ("{'train_runtime': 3330.1, 'train_samples_per_second': 1.085, 'train_loss': 0.7963, 'epoch': 3.0}\n"
+             "***** train metrics *****\n  epoch                    =        3.0\n"
+             "  train_loss               =     0.7963\n  train_runtime            = 0:55:30.10\n")
+    assert [(a.kind, a.severity) for a in D.detect(_tracker(text))] == [("nan_hidden", "error")]
+    assert P.parse_line(b"  train_loss               =     0.7963") is None
+
+
 def test_collapse_within_first_epoch_is_an_error_and_memorising_is_a_warning():
     def run(epochs):
         losses = [3.1, 2.2, 1.1, 0.4, 0.05] + [0.004 - i * 1e-4 for i in range(12)]

@@ -153,6 +153,13 @@ def test_death_report_exception_is_a_symptom_of_an_earlier_signature():
     assert errors(rep)[0].category == "nccl-timeout"
     unknown = next(f for f in rep.findings if f.rule_id == "unknown")
     assert unknown.role == "symptom" and "ActorDiedError" in unknown.evidence
+    # vLLM's engine-death reports (V0's AsyncEngineDeadError, the multiprocessing front end's) too
+    dead_tb = ("Traceback (most recent call last):\n  File \"/py/site-packages/vllm/entrypoints/openai/api_server.py\", "
+               "line 120, in create_chat_completion\n    generator = await engine.generate(req)\n"
+               "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly. This should never happen!\n")
+    rep = run(TRAIN_HEAD + watchdog + dead_tb)
+    assert errors(rep)[0].category == "nccl-timeout"
+    assert next(f for f in rep.findings if f.rule_id == "unknown").role == "symptom"
 
 
 def test_unknown_still_wins_when_nothing_recognised_explains_it():

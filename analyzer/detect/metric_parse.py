@@ -213,6 +213,10 @@ def is_rl_line(text: bytes) -> bool:
     return any(w in text for w in _RL_WORDS)
 
 
+# a row of the Trainer's end-of-run table ("  train_loss               =     0.7963")
+_SUMMARY_ROW = re.compile(rb"\s*train_loss\s+=\s+\S+\s*$")
+
+
 def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Optional[float], Optional[float], Optional[float]]]:
     """(step, loss, grad_norm, lr, epoch) from one metric line, or None when it has no training loss."""
     out: list[Any] = [None, None, None, None, None]
@@ -237,8 +241,9 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
             k = _FIELD.get(m.group(1))
             if k is None or out[k] is not None:
                 continue
-            if k == 1 and m.group(1) == b"train_loss" and m.start() and text[m.start() - 1:m.start()] in (b"'", b'"'):
-                continue    # the Trainer's end-of-run average, not a step
+            if k == 1 and m.group(1) == b"train_loss" and (
+                    (m.start() and text[m.start() - 1:m.start()] in (b"'", b'"')) or _SUMMARY_ROW.match(low)):
+                continue    # the Trainer's end-of-run average (its dict, or its "***** train metrics *****" row), not a step
             if k == 0:
                 try:
                     out[0] = int(float(m.group(2)))
