@@ -35,6 +35,30 @@ def test_megatron_step_time_rising_is_a_warning_with_numbers():
     assert t.steps["meg"].n == 120
 
 
+def test_a_threefold_slowdown_in_a_run_that_has_not_finished_is_an_error():
+    """The job is degrading as the log ends (a straggler node, fragmentation, swap): an error once the
+    late median is rise_error (3x) the early one; the same curve in a run that finished stays a warning."""
+    slow = _megatron(lambda i: 1800.0 if i < 600 else 6800.0)
+    _, [a] = _run(slow)
+    assert (a.severity, a.numbers["rise"]) == ("error", "3.8")
+    _, [b] = _run(slow + "{'train_runtime': 3330.1, 'train_loss': 2.5, 'epoch': 1.0}\n")
+    assert b.severity == "warning"
+
+
+def _sglang(rate_of, n=40):
+    return "".join(f"[2026-05-24 03:5{i // 10}:{i % 10}0 TP0] Decode batch, #running-req: 4, #full token: 2600000, "
+                   f"full token usage: 0.99, cuda graph: True, gen throughput (token/s): {rate_of(i):.2f}, #queue-req: 3\n"
+                   for i in range(n))
+
+
+def test_sglang_decode_rate_collapsing_and_staying_down_is_an_error():
+    _, [a] = _run(_sglang(lambda i: 430.0 if i < 10 else 30.0), train_start=None)
+    assert a.severity == "error" and a.numbers["decode_from"] == "107.5" and a.numbers["decode_to"] == "7.5"
+    # a busy server whose rate wobbles is healthy
+    rnd = random.Random(3)
+    assert _run(_sglang(lambda i: 400.0 * (1 + rnd.uniform(-0.3, 0.3))), train_start=None)[1] == []
+
+
 def test_noisy_steady_step_times_raise_nothing():
     rnd = random.Random(5)
     _, found = _run(_megatron(lambda i: 1000.0 * (1 + rnd.uniform(-0.35, 0.35))))

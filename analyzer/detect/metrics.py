@@ -55,7 +55,10 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
                            spike_abs above the lowest loss before them
   (throughput-low, see `throughput.py`)
   rise_factor        2.0   step time rising: median of the last quarter > this x the early median ...
-  rise_min_samples   12    ... with at least this many step-time samples
+  rise_min_samples   12    ... with at least this many step-time samples (also: decode rate per request falling
+                           by rise_factor, late vs early median)
+  rise_error         3.0   a rise or fall by this factor in a run that did not finish is an error (the job is
+                           degrading as the log ends), below it a warning
   periodic_factor    3.0   a "long step": > this x the median step time; periodic when >= periodic_min
   periodic_min       4     ... long steps come at a fixed interval
   idle_gpus          0.75  an nvidia-smi snapshot taken during training is "idle" when this share of GPUs is at 0%
@@ -113,6 +116,7 @@ class Thresholds:
     diverge_rising: float = 0.75
     rise_factor: float = 2.0
     rise_min_samples: int = 12
+    rise_error: float = 3.0
     periodic_factor: float = 3.0
     periodic_min: int = 4
     idle_gpus: float = 0.75

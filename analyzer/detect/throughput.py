@@ -36,7 +36,8 @@ HEAD, TAIL = 256, 512
 
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
-_FREQ_SRC = rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
+_FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
+             rb"|gen throughput \(token/s\):")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
              rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -48,6 +49,8 @@ _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"timing_s/step:([0-9.]+)"
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
+# SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
+_SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/s\): ([0-9.]+)"
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
 _SMI_CSV = rb"^\s*([0-9]+), +([0-9]+) ?%, +([0-9]+) ?MiB"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
@@ -81,7 +84,7 @@ class _Rx(Lazy):
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("verl", _VERL),
-                                               ("gen", _VERL_GEN), ("vllm", _VLLM), ("smi", _SMI),
+                                               ("gen", _VERL_GEN), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
                                                ("csv", _SMI_CSV), ("stop", _STOP))}
 
 
@@ -244,6 +247,12 @@ class ThroughputTracker:
             if running and prompt == 0:
                 self.decode.append((gen / running, running))
             return
+        m = P["sgl"].search(seg)
+        if m:
+            running, gen = int(m.group(1)), float(m.group(2))
+            if running:
+                self.decode.append((gen / running, running))
+            return
         m = P["smi"].search(seg)
         if m:
             row: tuple[int, Optional[int], Optional[int], int] = (int(m.group(3)), int(m.group(1)), int(m.group(2)), line)
@@ -278,6 +287,7 @@ class ThroughputTracker:
         th = self.th
         nums: dict[str, Any] = {}
         first_line = last_line = 0
+        strong = False
         # the main step-time series: the source with most samples
         series = max(self.steps.values(), key=lambda s: s.n, default=None)
         if series is not None and series.n >= th.rise_min_samples:
@@ -288,6 +298,7 @@ class ThroughputTracker:
             if e > 0 and lt > th.rise_factor * e and vals[-k][0] > vals[k - 1][0]:
                 nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
                 first_line, last_line = vals[-k][0], vals[-1][0]
+                strong = lt >= th.rise_error * e
             per = self._periodic(vals)
             if per is not None:
                 nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
@@ -318,6 +329,14 @@ class ThroughputTracker:
             d = _median([x for x, _ in self.decode])
             if d < th.decode_min:
                 nums.update(decode=fmt(d), reqs=max(r for _, r in self.decode))
+            if len(self.decode) >= th.rise_min_samples:
+                # decoding per running request fell and stayed down (KV-cache pressure, retraction, swapping)
+                rates = [x for x, _ in self.decode]
+                k = max(4, len(rates) // 4)
+                e, lt = _median(rates[:k]), _median(rates[-k:])
+                if lt > 0 and e > th.rise_factor * lt:
+                    nums.update(decode_from=fmt(e), decode_to=fmt(lt), drop=f"{e / lt:.1f}")
+                    strong = strong or e >= th.rise_error * lt
         if not nums:
             return []
         if self.eager:
@@ -331,7 +350,8 @@ class ThroughputTracker:
             nums.pop("pipeline", None)
         elif idle_err:
             nums["pipeline"] = True
-        sev = "error" if (idle_err or self.stop is not None) else "warning"
+        # a strong slowdown in a run that did not finish: the job is degrading as the log ends
+        sev = "error" if (idle_err or self.stop is not None or (strong and not self.finished_line)) else "warning"
         line = first_line or last_line
         # stopped from outside while slow: the slowdown explains why the time ran out, so it ranks above
         # the scheduler's cancellation (priority 22) but below signature causes
