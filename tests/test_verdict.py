@@ -605,3 +605,12 @@ def test_a_finished_tokenizer_bar_before_the_error_is_no_running_counter():
     bars = "".join(f" {i * 3}%|▎         | {i * 5}/186 [00:{i * 6:02d}<21:43,  7.20s/it]\n" for i in range(1, 5))
     rep = run(done + tb + bars)
     assert rep.extra["status"] == "running" and not errors(rep)
+
+
+def test_the_lines_an_exception_message_goes_on_with_are_the_death_not_after_it():
+    """NCCL prints "ncclInvalidUsage ... / Last error: / <detail>" below its DistBackendError: a rule on
+    the detail is the cause, not a consequence of the death (after_death.message_lines)."""
+    rep = llmtriage.analyze(FIX / "nccl-error" / "duplicate-gpu-detected-invalid-usage.log")
+    top = errors(rep)[0]
+    assert (top.rule_id, top.role, top.judgement) == ("nccl-duplicate-gpu", "cause", None)
+    assert rep.extra["death"]["line"] == 11 and top.line == 14

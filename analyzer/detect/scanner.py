@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.detect.spec import verdict_spec
+from llmtriage.engine.logparse import split_prefix
 
 try:  # pragma: no cover - exercised when google-re2 is installed
     import re2 as _re2
@@ -78,6 +79,11 @@ _ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fa
 # warnings are the usual trap; frames are code; Hydra's "Error executing job with overrides: [...]"
 # is the command line (data paths, config keys), not an error message
 _NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing job with overrides")
+
+
+# a line that starts a new log record rather than continuing the message above it
+_NEW_RECORD = re.compile(r"\s*(?:\[|\(|\d{2,4}[-/:]\d|[IWEFD]\d{4} |(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b"
+                         r"|Traceback|[\w.-]+@[\w.-]+:|(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception): )")
 
 
 def _text(raw: bytes) -> str:
@@ -165,6 +171,23 @@ class Scanner:
             self.seen.add("progress")
             self._last_prog = (line_base, lines, best)     # its line number is counted when asked
             self.last_progress_name = name
+
+    def continuation_after(self, line: int, limit: int) -> int:
+        """How many of the `limit` lines after `line` (1-based) continue its message: non-blank lines
+        that open no new record (no time stamp, log level, rank prefix or traceback), as NCCL's
+        "ncclInvalidUsage ... / Last error: / Duplicate GPU detected ..." goes on below its exception."""
+        rows: dict[int, bytes] = {}
+        for base, view in self._tail:
+            for n, raw in enumerate(view.split(b"\n"), start=base):
+                if line < n <= line + limit:
+                    rows[n] = raw
+        k = 0
+        while line + k + 1 in rows:
+            text = split_prefix(_text(rows[line + k + 1])).text     # "node02: [rank5]: Last error:" continues
+            if not text.strip() or _NEW_RECORD.match(text):
+                break
+            k += 1
+        return k
 
     def error_lines_around(self, line: int, after: int = 0) -> str:
         """The error lines among the `family.context_lines` lines before `line` (1-based) and the

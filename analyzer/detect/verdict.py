@@ -164,11 +164,14 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
             _demote(f, spec["finished"]["severity"], tr(spec["finished"]["reason"], lang, line=finish["line"]), "finished")
 
 
-def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang: Optional[str]) -> None:
+def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang: Optional[str],
+                 scanner: Optional[Scanner] = None) -> None:
     if death is None:
         return
     spec = verdict_spec()["after_death"]
     cut = death["line"] + int(spec["margin"])
+    if scanner is not None and death.get("name") == "exception":     # the exception's message goes on below it
+        cut = max(cut, death["line"] + scanner.continuation_after(death["line"], int(spec["message_lines"])))
     # only a recognised cause makes later causes consequences: a peer's timeout or a launcher
     # summary printed first (other ranks' output comes earlier in the file) does not
     recognised = [f for f in findings if f.severity == "error" and f.rule_id != "unknown" and f.role == "cause"
@@ -257,7 +260,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
             or (evidence["name"] in verdict_spec()["unknown"].get("death_over_symptoms", ())
                 and all(f.role == "symptom" for f in findings if f.severity == "error"))):
         findings.append(death_unknown(evidence, lang))
-    _after_death(findings, evidence if status == "crashed" else None, lang)
+    _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     _yield_unknown(findings, lang)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
