@@ -614,3 +614,14 @@ def test_the_lines_an_exception_message_goes_on_with_are_the_death_not_after_it(
     top = errors(rep)[0]
     assert (top.rule_id, top.role, top.judgement) == ("nccl-duplicate-gpu", "cause", None)
     assert rep.extra["death"]["line"] == 11 and top.line == 14
+
+
+def test_the_cann_block_below_a_torch_npu_runtime_error_is_part_of_its_death():
+    text = (TRAIN_HEAD + "Traceback (most recent call last):\n  File \"/app/train.py\", line 9, in <module>\n    step()\n"
+            "RuntimeError: Sync:torch_npu/csrc/framework/OpCommand.cpp:190 NPU error, error code is 107020\n"
+            "[ERROR] 2024-09-04-02:46:04 (PID:52416, Device:5, RankID:5) ERR00100 PTA call acl api failed.\n"
+            "EI9999: Inner Error!\n"
+            "EI9999  The error from device(chipId:5, dieId:0), serial number is 3, hccl fftsplus task timeout occurred "
+            "during task execution, stream_id:7, sq_id:7, task_id:5990, stuck notify num:1, timeout:1836.\n")
+    top = errors(run(text))[0]
+    assert top.category == "nccl-timeout" and top.judgement is None

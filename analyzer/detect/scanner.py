@@ -85,6 +85,10 @@ _NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing 
 _NEW_RECORD = re.compile(r"\s*(?:\[|\(|\d{2,4}[-/:]\d|[IWEFD]\d{4} |(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b"
                          r"|Traceback|[\w.-]+@[\w.-]+:|(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception): )")
 
+# torch_npu follows its RuntimeError with the CANN error block that says what failed: "[ERROR] ... ERR00100
+# PTA call acl api failed", then "EI9999: Inner Error!" and its detail
+_NPU_DETAIL = re.compile(r"\bERR\d{5}\b|^\s*E[A-Z0-9]\d{4}[:\s]")
+
 
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").strip()[:300]
@@ -184,7 +188,7 @@ class Scanner:
         k = 0
         while line + k + 1 in rows:
             text = split_prefix(_text(rows[line + k + 1])).text     # "node02: [rank5]: Last error:" continues
-            if not text.strip() or _NEW_RECORD.match(text):
+            if not text.strip() or (_NEW_RECORD.match(text) and not _NPU_DETAIL.search(text)):
                 break
             k += 1
         return k
