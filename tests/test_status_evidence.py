@@ -233,3 +233,17 @@ def test_a_childs_argparse_error_ranks_above_the_launchers_summary():
     assert (top.rule_id, top.severity, top.line) == ("unknown", "error", 2), rep.findings
     assert rep.extra["death"]["name"] == "argparse-error"
     assert any(f.category == "launcher-child-failed" and f.role == "symptom" for f in rep.findings[1:])
+
+
+def test_the_llama_server_leaving_its_main_loop_is_its_death_and_health_checks_are_no_progress():
+    kv = "".join(f"srv  update_slots: failed to find free space in the KV cache, retrying with smaller n_batch = {n}\n"
+                 for n in (256, 64, 16, 4, 1))
+    text = ("[GIN] 2024/05/20 - 10:00:01 | 200 |  3.2s | 127.0.0.1 | POST     \"/api/chat\"\n" + kv
+            + "update_slots : failed to decode the batch, n_batch = 1, ret = 1\n"
+            "unexpected error in llama server update_slots - exiting main loop\nllama server shutting down\n"
+            "[GIN] 2024/05/20 - 10:00:09 | 200 |     12µs | 127.0.0.1 | HEAD     \"/\"\n")
+    rep = _rep(text)
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "llama-cpp-exit"
+    top = [f for f in rep.findings if f.severity == "error"][0]
+    # retried just before the death it caused: not a recovery
+    assert top.category == "seq-too-long" and top.judgement is None

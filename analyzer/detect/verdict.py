@@ -138,7 +138,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         if not near:
             return False
         # the job went on after the recovery: progress, a finish, or a later death or error of its own
-        went_on = death_line is not None and death_line > max(last, min(near))
+        # (a death within the after-death margin of the error is that error's own death, not a later one)
+        went_on = death_line is not None and death_line > max(last, min(near)) + int(verdict_spec()["after_death"]["margin"])
         if not (scanner.last_progress > last or scanner.last("finish") > last or went_on):
             return False
     return True
