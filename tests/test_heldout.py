@@ -1,0 +1,33 @@
+"""The held-out probe batches (benchmarks/heldout/): each was scored before the changes written from
+its own misses; now they guard against regressions. Floors are the session-12 result less a small
+margin (two logs overall); a healthy log must stay free of error findings (one allowed)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+FLOOR_ALL = 137          # of 147 (139 on 2026-12-02)
+MAX_HEALTHY_ALARMS = 1   # 0 on 2026-12-02
+
+
+def _heldout():
+    spec = importlib.util.spec_from_file_location("heldout", ROOT / "benchmarks" / "heldout.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_heldout_batches_keep_their_score():
+    res = _heldout().score()
+    logs = res["logs"]
+    assert len(logs) >= 147
+    ok = sum(r["ok"] for r in logs.values())
+    alarms = [k for k, r in logs.items() if r["want"] == "none" and not r["ok"]]
+    misses = "\n".join(f"{k}: want {r['want']}, got {r['got']}" for k, r in sorted(logs.items()) if not r["ok"])
+    assert ok >= FLOOR_ALL, f"{ok}/{len(logs)} right\n{misses}"
+    assert len(alarms) <= MAX_HEALTHY_ALARMS, alarms
