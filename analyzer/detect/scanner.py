@@ -83,7 +83,7 @@ _NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing 
 
 # a line that starts a new log record rather than continuing the message above it
 _NEW_RECORD = re.compile(r"\s*(?:\[|\(|\d{2,4}[-/:]\d|[IWEFD]\d{4} |(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b"
-                         r"|Traceback|[\w.-]+@[\w.-]+:|(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception): )")
+                         r"|Traceback|[\w.-]+@[\w.-]+:)")
 
 # torch_npu follows its RuntimeError with the CANN error block that says what failed: "[ERROR] ... ERR00100
 # PTA call acl api failed", then "EI9999: Inner Error!" and its detail
@@ -112,9 +112,11 @@ class Scanner:
         self._gate, self._active = _literal_gate(self._others, frozenset())
         self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
         self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
+        self._tail_lines: list[tuple[int, bytes]] = []   # the same blocks with `\r` kept (one row per line)
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         self._tail = [*self._tail[-1:], (line_base, view)]
+        self._tail_lines = [*self._tail_lines[-1:], (line_base, lines)]
         self._progress(lines, view, line_base)
         if self._gate is None:
             return
@@ -181,10 +183,10 @@ class Scanner:
         that open no new record (no time stamp, log level, rank prefix or traceback), as NCCL's
         "ncclInvalidUsage ... / Last error: / Duplicate GPU detected ..." goes on below its exception."""
         rows: dict[int, bytes] = {}
-        for base, view in self._tail:
-            for n, raw in enumerate(view.split(b"\n"), start=base):
+        for base, blk in self._tail_lines:
+            for n, raw in enumerate(blk.split(b"\n"), start=base):
                 if line < n <= line + limit:
-                    rows[n] = raw
+                    rows[n] = raw.rstrip(b"\r").rsplit(b"\r", 1)[-1]     # a redrawn line: its last state
         k = 0
         while line + k + 1 in rows:
             text = split_prefix(_text(rows[line + k + 1])).text     # "node02: [rank5]: Last error:" continues
