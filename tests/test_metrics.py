@@ -336,6 +336,19 @@ def test_spike_then_exact_zero_is_a_hidden_nan():
     assert "nan_hidden" not in {k for k, _ in kinds(t)}
 
 
+def test_older_megatron_lines_without_colons_are_records_and_an_unskipped_zero_lr_is_no_grad():
+    """Older Megatron prints "learning rate 0.000E+00 | lm loss 1.14E+01 |" (no colons). A learning rate of 0
+    on every line while its own counter says no iteration was skipped is a schedule that never starts
+    (no-grad), not fp16's scaler skipping every step, even in an fp16 run."""
+    text = "--fp16\n" + "".join(
+        f" iteration {i:9d}/  320000 | elapsed time per iteration (ms): 1757.0 | learning rate 0.000E+00 | "
+        f"lm loss {11.40 + (i % 3) * 0.01:.6E} | loss scale 1073741824.0 | number of skipped iterations:   0 | "
+        f"number of nan iterations:   0 |\n" for i in range(100, 1300, 100))
+    t = _tracker(text)
+    assert t.count == 12
+    assert ("lr_zero", "error") in {(a.kind, a.severity) for a in D.detect(t)}
+
+
 def test_the_end_of_run_metrics_table_is_no_step_record():
     """transformers' `***** train metrics *****` table prints the run's average loss
     ("  train_loss = 0.7963") after the last step: it is not a step, and must not end the zero tail."""

@@ -173,7 +173,10 @@ def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
                              "loss_lo": fmt(min(zl)) if zl and not zsame else None,
                              "loss_hi": fmt(max(zl)) if zl and not zsame else None, "spread": None}))]
     if t.lr_seen >= th.zero_min_records and t.lr_zero == t.lr_seen:
-        kind, cat = ("lr_zero_fp16", "fp16-overflow") if t.fp16 else ("lr_zero", "no-grad")
+        # in fp16 a learning rate stuck at 0 is the scaler skipping every step, unless the framework's own
+        # counter says no step was skipped (Megatron "number of skipped iterations: 0" on every line)
+        never_skipped = t.meg_iters > 0 and t.meg_skipped == 0
+        kind, cat = ("lr_zero_fp16", "fp16-overflow") if t.fp16 and not never_skipped else ("lr_zero", "no-grad")
         return [Anomaly(kind, cat, "error", first.line, last.line, first.step, t.lr_seen,
                         dict(base, records=t.lr_seen, first_loss=fmt(losses[0]) if losses else None))]
     return []

@@ -4,6 +4,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   HF Trainer / swift   {'loss': 1.23, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': 0.1}
                        {'loss': '4.131', 'grad_norm': '2.2', 'learning_rate': '0', 'epoch': '0.5'}
   Megatron             iteration      100/  500000 | ... | lm loss: 7.2E+00 | loss scale: 65536.0 | grad norm: 3.2 |
+                       (older releases: "learning rate 0.000E+00 | lm loss 1.140742E+01 |", no colons)
   DeepSpeed / plain    step=100, loss=2.31, lr=[1e-4], grad_norm=0.8   |  Step 100: loss 2.31
   Lightning            Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, v_num=0, train_loss=2.310]
   tqdm postfix         100%|####| 50/50 [00:10<00:00, 4.9it/s, Loss: 1.14]   |  ... loss=0.5]
@@ -30,7 +31,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of
 from llmtriage.engine.logparse import split_prefix
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
-ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
+ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
               rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
               # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
               rb"""|\| grad norm: (?:nan|inf)\b""")
