@@ -220,3 +220,11 @@ def test_report_carries_a_throughput_summary(engine):
     d = rep.to_dict()["throughput"]
     assert d["median_step_s"] == 1.5 and d["train_samples_per_second"] == 9.04 and d["train_steps_per_second"] == 0.678
     assert not [f for f in rep.findings if f.category == "throughput-low"]
+
+
+def test_a_malformed_number_in_an_engine_stats_line_is_no_sample_and_no_crash():
+    """The patterns admit "[0-9.]+": ".812.4" matches but is no float (found by the differential fuzzer)."""
+    text = ("INFO 01-22 00:12:59 metrics.py:467] Avg prompt throughput: .812.4 tokens/s, Avg generation throughput: "
+            "61.2 tokens/s, Running: 6 reqs, Swapped: 0 reqs, Pending: 0 reqs\n")
+    t, found = _run(text, train_start=None)
+    assert found == [] and not t.decode

@@ -175,7 +175,10 @@ class ThroughputTracker:
             nl += lines.count(b"\n", counted, ls)
             counted = ls
             self.entries += 1
-            self._line(P, view[ls:le if le >= 0 else len(view)], key, line_base + nl)
+            try:
+                self._line(P, view[ls:le if le >= 0 else len(view)], key, line_base + nl)
+            except ValueError:      # a number the patterns admit but float() does not (".812.4"): no sample
+                pass
 
     def _add(self, source: str, line: int, v: float) -> None:
         s = self.steps.get(source)
