@@ -26,8 +26,14 @@ def test_probe_free_check_agrees_with_the_full_check(pattern: str) -> None:
         assert group_names(pattern) == set(regex.compile(pattern, regex.V0).groupindex)
 
 
-def test_timed_probes_find_polynomial_slowness_only_with_probe() -> None:
+def test_timed_probes_find_polynomial_slowness_only_with_probe(monkeypatch) -> None:
     """Quadratic on 'a' * 16K: only the timed adversarial probe sees it, which is why CI checks the
-    shipped rules with probes and the triage path checks user rules with them."""
+    shipped rules with probes and the triage path checks user rules with them. The budget is lowered
+    for the test: on a fast idle machine the quadratic search takes about the real budget (0.24 s of
+    0.25 s measured), which made this test depend on the machine."""
+    import llmtriage.ruleset.regexcheck as rc
+
+    monkeypatch.setattr(rc, "REGEX_BUDGET_S", 0.02)
+    monkeypatch.setattr(rc, "_VERDICTS", {})
     assert "too slow on adversarial input" in check_regex(r"a{2,}b+")
     assert check_regex(r"a{2,}b+", probe=False) is None

@@ -54,6 +54,7 @@ def _sglang(rate_of, n=40):
 def test_sglang_decode_rate_collapsing_and_staying_down_is_an_error():
     _, [a] = _run(_sglang(lambda i: 430.0 if i < 10 else 30.0), train_start=None)
     assert a.severity == "error" and a.numbers["decode_from"] == "107.5" and a.numbers["decode_to"] == "7.5"
+    assert a.line == 1 and a.last_line == 40      # the decode lines are the evidence (a finding never has line 0)
     # a busy server whose rate wobbles is healthy
     rnd = random.Random(3)
     assert _run(_sglang(lambda i: 400.0 * (1 + rnd.uniform(-0.3, 0.3))), train_start=None)[1] == []

@@ -134,6 +134,8 @@ class ThroughputTracker:
         self.gen: deque[float] = deque(maxlen=TAIL)         # generation seconds per step (verl) / rollout (vLLM bar)
         self.gen_step: deque[float] = deque(maxlen=TAIL)    # verl step seconds that go with `gen`
         self.decode: deque[tuple[float, int]] = deque(maxlen=TAIL)   # (tokens/s, running requests), decode only
+        self.decode_lines = (0, 0)         # the first and the last line a decode rate was read from
+        self.last_entry_line = 0
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
         self._snap_line = -10
         self._last_bar: dict[tuple[int, int], int] = {}
@@ -187,6 +189,7 @@ class ThroughputTracker:
         s.add(line, v)
 
     def _line(self, P: dict[str, Any], seg: bytes, key: bytes, line: int) -> None:
+        self.last_entry_line = line
         if key.startswith(b"enforce"):
             self.eager = self.eager or _EAGER.search(seg) is not None
             return
@@ -249,12 +252,14 @@ class ThroughputTracker:
             prompt, gen, running = float(m.group(1)), float(m.group(2)), int(m.group(3))
             if running and prompt == 0:
                 self.decode.append((gen / running, running))
+                self.decode_lines = (self.decode_lines[0] or line, line)
             return
         m = P["sgl"].search(seg)
         if m:
             running, gen = int(m.group(1)), float(m.group(2))
             if running:
                 self.decode.append((gen / running, running))
+                self.decode_lines = (self.decode_lines[0] or line, line)
             return
         m = P["smi"].search(seg)
         if m:
@@ -340,6 +345,9 @@ class ThroughputTracker:
                 if lt > 0 and e > th.rise_factor * lt:
                     nums.update(decode_from=fmt(e), decode_to=fmt(lt), drop=f"{e / lt:.1f}")
                     strong = strong or e >= th.rise_error * lt
+            if "decode" in nums or "drop" in nums:     # the decode lines are the evidence
+                first_line = first_line or self.decode_lines[0]
+                last_line = max(last_line, self.decode_lines[1])
         if not nums:
             return []
         if self.eager:
@@ -355,7 +363,7 @@ class ThroughputTracker:
             nums["pipeline"] = True
         # a strong slowdown in a run that did not finish: the job is degrading as the log ends
         sev = "error" if (idle_err or self.stop is not None or (strong and not self.finished_line)) else "warning"
-        line = first_line or last_line
+        line = first_line or last_line or self.last_entry_line or 1    # (a generation share has no line of its own)
         # stopped from outside while slow: the slowdown explains why the time ran out, so it ranks above
         # the scheduler's cancellation (priority 22) but below signature causes
         prio = 40 if self.stop is not None else None
