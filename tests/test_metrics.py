@@ -433,3 +433,28 @@ def test_a_loss_table_split_across_blocks_is_read_whole():
     rows = "".join(f"{i}\t{3.0 - i * 1e-4:.6f}\n" for i in range(1, 6001))
     t = _tracker("x" * 70000 + "\nStep\tTraining Loss\n" + rows, full_records=10**6, head_records=10**6)
     assert t.count == 6000 and t.records()[-1].step == 6000 and t.records()[-1].line == 6002
+
+
+def _megatron(losses, skipped=0, scale="1.0", nan_iters=0):
+    return "".join(f" iteration {i + 1:8d}/     100 | elapsed time per iteration (ms): 1996.4 | learning rate: 1.0E-05 | "
+                   + (f"lm loss: {loss:.6E} | " if loss is not None else "")
+                   + f"loss scale: {scale} | number of skipped iterations: {skipped:3d} | "
+                   f"number of nan iterations: {nan_iters if loss is None else 0:3d} |\n" for i, loss in enumerate(losses))
+
+
+def test_megatron_lines_that_stop_showing_a_loss_are_a_hidden_nan():
+    """Megatron prints a loss only when its interval average is > 0: a NaN loss just vanishes."""
+    assert kinds(_tracker(_megatron([2.5 - i * 0.01 for i in range(12)]))) == set()
+    [a] = D.detect(_tracker(_megatron([2.5 - i * 0.01 for i in range(5)] + [None] * 6, nan_iters=1)))
+    assert (a.kind, a.category, a.severity, a.count, a.line, a.numbers["to"]) == ("meg_noloss", "nan-loss", "error", 6, 6, 11)
+    assert a.numbers["nan_iterations"] == 6 and a.numbers["since_start"] is None
+    [a] = D.detect(_tracker(_megatron([None] * 10)))
+    assert a.kind == "meg_noloss" and a.numbers["since_start"] is True
+    # a loss that comes back, or too few silent lines at the end, is no finding of this kind
+    assert "meg_noloss" not in {k for k, _ in kinds(_tracker(_megatron([None] * 6 + [2.0, 2.0])))}
+    assert kinds(_tracker(_megatron([2.5 - i * 0.01 for i in range(8)] + [None] * 3))) == set()
+    # an interval every iteration of which was skipped prints no loss by design (fp16 overflow is judged elsewhere)
+    assert "meg_noloss" not in {k for k, _ in kinds(_tracker(_megatron([None] * 10, skipped=1)))}
+    # older Megatron writes "lm loss 1.1E+01 |" without the colon
+    old = _megatron([None] * 6).replace("learning rate:", "lm loss 1.140000E+01 | learning rate:")
+    assert "meg_noloss" not in {k for k, _ in kinds(_tracker(old))}

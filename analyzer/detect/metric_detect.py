@@ -31,12 +31,13 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "flat": "metric-flat-loss", "zero_grad": "metric-zero-grad", "zero_grad_late": "metric-zero-grad-late", "lr_zero": "metric-zero-lr",
             "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
-            "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low"}
+            "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low",
+            "meg_noloss": "metric-megatron-loss-missing"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
-            "diverge": 40, "throughput": 20}
+            "diverge": 40, "throughput": 20, "meg_noloss": 57}
 
 
 def fmt(x: Optional[float]) -> str:
@@ -109,6 +110,20 @@ def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
         "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
         "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]
+
+
+def _meg_noloss(t: MetricTracker) -> list[Anomaly]:
+    """Megatron iteration lines that stepped (not skipped) but carry no loss, up to the end of the log:
+    Megatron prints a loss only when its interval average is > 0, so a NaN loss (or one of exactly 0)
+    leaves the line with no loss at all while the run goes on as if healthy."""
+    tail = t.meg_noloss_tail
+    if tail is None or t.meg_last is None or tail[0] < t.th.zero_min_records:
+        return []
+    lines, first_line, iters = tail
+    return [Anomaly("meg_noloss", "nan-loss", "error", first_line, t.meg_last[1], t.meg_last[0], lines, {
+        "records": lines, "iterations": iters, "to": t.meg_last[0],
+        "since_start": True if lines == t.meg_noloss and first_line == t.meg_first_line else None,
+        "nan_iterations": t.meg_nan_iters or None})]
 
 
 def _overflow(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
@@ -340,7 +355,7 @@ def _spike(t: MetricTracker) -> list[Anomaly]:
 def detect(t: MetricTracker) -> list[Anomaly]:
     recs = t.records()
     fin = [r for r in recs if finite(r.loss)]
-    out = _nan(t, recs)
+    out = _nan(t, recs) or _meg_noloss(t)
     hidden = [] if out else _nan_hidden(t, fin)
     out += hidden + _overflow(t, recs)
     if hidden:

@@ -269,6 +269,23 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
     return tuple(out)  # type: ignore[return-value]
 
 
+# a loss value on a Megatron interval line ("lm loss: 2.1E+00 |", older "lm loss 2.1E+00 |", "mtp_1 loss: ..."),
+# not its "loss scale: ..."
+_MEG_LOSS = re.compile(rb"(?<![a-z])loss(?! scale)[a-z_ 0-9]*:\s*[-+0-9.nNiI]|\blm loss [-+0-9.]")
+_MEG_NAN = re.compile(rb"number of nan iterations:\s*([0-9]+)")
+
+
+def has_loss(text: bytes) -> bool:
+    """Whether a Megatron iteration line carries any loss value."""
+    return _MEG_LOSS.search(text) is not None
+
+
+def meg_nan_iterations(text: bytes) -> int:
+    """Megatron's `number of nan iterations: K` on an iteration line (0 when absent)."""
+    m = _MEG_NAN.search(text)
+    return int(m.group(1)) if m else 0
+
+
 def parse_skips(text: bytes) -> Optional[tuple[str, int, int, Optional[float]]]:
     """('ds', step, skipped so far, None) for DeepSpeed's `step=N, skipped=K` line,
     ('megatron', iteration, skipped in this interval, loss scale) for Megatron's, or None."""

@@ -75,8 +75,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import (Record, is_rl_line, num, parse_line, parse_skips, regexes, table_columns,
-                                          table_row)
+from llmtriage.detect.metric_parse import (Record, has_loss, is_rl_line, meg_nan_iterations, num, parse_line,
+                                          parse_skips, regexes, table_columns, table_row)
 
 __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
 
@@ -194,6 +194,12 @@ class MetricTracker:
         self.meg_tail_skipped = 0          # iterations in the trailing run of fully skipped intervals
         self.meg_last: Optional[tuple[int, int]] = None           # (iteration, line)
         self.meg_first_line = 0
+        # Megatron intervals that stepped but printed no loss (it prints a loss only when its average is
+        # > 0, so a NaN loss vanishes from the line); the trailing run of them: (lines, first line, iterations)
+        self.meg_noloss = 0
+        self.meg_noloss_tail: Optional[tuple[int, int, int]] = None
+        self.meg_nan_iters = 0             # Megatron's own `number of nan iterations` counter, summed
+        self.meg_nan_line = 0
         self.fp16 = False                  # the run uses fp16 mixed precision (from its configuration lines)
         self._head_bytes = 0
         self._table: Optional[tuple[bytes, list[Optional[int]], bool]] = None   # a loss table being read
@@ -436,6 +442,17 @@ class MetricTracker:
                         self.meg_skipped += min(skipped, interval)
                         self.meg_tail_skipped = self.meg_tail_skipped + interval if skipped >= interval else 0
                         self.meg_last = (step, line)
+                        text = view[ls:le]
+                        if skipped < interval and not has_loss(text):
+                            self.meg_noloss += 1
+                            t = self.meg_noloss_tail
+                            self.meg_noloss_tail = (t[0] + 1, t[1], t[2] + interval) if t else (1, line, interval)
+                        else:
+                            self.meg_noloss_tail = None
+                        nan_iters = meg_nan_iterations(text)
+                        if nan_iters:
+                            self.meg_nan_iters += nan_iters
+                            self.meg_nan_line = self.meg_nan_line or line
                     if scale is not None:
                         self.last_scale = scale
                         self.min_scale = scale if self.min_scale is None else min(self.min_scale, scale)
