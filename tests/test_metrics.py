@@ -458,3 +458,16 @@ def test_megatron_lines_that_stop_showing_a_loss_are_a_hidden_nan():
     # older Megatron writes "lm loss 1.1E+01 |" without the colon
     old = _megatron([None] * 6).replace("learning rate:", "lm loss 1.140000E+01 | learning rate:")
     assert "meg_noloss" not in {k for k, _ in kinds(_tracker(old))}
+
+
+def test_loss_near_zero_from_the_first_record_is_suspicious():
+    low = [0.0058, 0.0056, 0.0052, 0.0077, 0.0053, 0.0062, 0.0058, 0.006, 0.0053]
+    [a] = [a for a in D.detect(_tracker(_hf(low, grads=[0.02] * 9))) if a.kind == "low_start"]
+    assert (a.category, a.severity, a.count, a.numbers["loss"]) == ("loss-suspicious", "error", 9, "0.0058")
+    # a normal start, too few records, exactly 0 (a hidden NaN), or no gradient at all: not this finding
+    assert "low_start" not in {k for k, _ in kinds(_tracker(_hf([2.1] + low, grads=[0.02] * 10)))}
+    assert "low_start" not in {k for k, _ in kinds(_tracker(_hf(low[:5], grads=[0.02] * 5)))}
+    assert "low_start" not in {k for k, _ in kinds(_tracker(_hf(low, grads=[0.0] * 9)))}
+    # Megatron's throughput benchmarks run on mock data, which is that easy
+    meg = _megatron(low).replace("loss scale", "grad norm: 0.02 | loss scale")
+    assert "low_start" not in {k for k, _ in kinds(_tracker(meg))}

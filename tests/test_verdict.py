@@ -625,3 +625,56 @@ def test_the_cann_block_below_a_torch_npu_runtime_error_is_part_of_its_death():
             "during task execution, stream_id:7, sq_id:7, task_id:5990, stuck notify num:1, timeout:1836.\n")
     top = errors(run(text))[0]
     assert top.category == "nccl-timeout" and top.judgement is None
+
+
+# ------------------------------------------------------------------ hangs and launches that went on
+
+SHM = ("(EngineCore_0 pid=40230) INFO 09-14 08:{m:02d}:14 [shm_broadcast.py:466] No available shared memory broadcast "
+       "block found in 60 seconds. This typically happens when some processes are hanging or doing some "
+       "time-consuming work (e.g. compilation).\n")
+VLLM_STATS = ("(APIServer pid=40112) INFO 09-14 08:04:13 [loggers.py:123] Engine 000: Avg prompt throughput: {p} tokens/s, "
+          "Avg generation throughput: {g} tokens/s, Running: 9 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.1%\n")
+
+
+def test_a_log_ending_on_a_repeated_hang_precursor_is_a_hang():
+    served = VLLM_STATS.format(p="640.7", g="301.5")
+    rep = run(served + "".join(SHM.format(m=m) for m in range(5, 12)), lang="zh")
+    [f] = errors(rep)
+    assert f.rule_id == "vllm-shm-broadcast-wait" and f.judgement["context"] == "stalled"
+    assert rep.extra["status"] == "running" and "卡住" in f.judgement["reason"]
+    out = io.StringIO()
+    render_human([rep], out, lang="zh")
+    assert "判断：warning → error" in out.getvalue()
+    # idle statistics lines (0 tokens/s) are no progress: the hang stays the error
+    rep = run(served + SHM.format(m=5) + VLLM_STATS.format(p="0.0", g="0.0") + "".join(SHM.format(m=m) for m in range(6, 12)))
+    assert [f.rule_id for f in errors(rep)] == ["vllm-shm-broadcast-wait"]
+    # a slow start that passes (a few waits, then requests served), or too few waits: no error
+    rep = run("".join(SHM.format(m=m) for m in range(5, 12)) + served + '"POST /v1/chat/completions HTTP/1.1" 200 OK\n')
+    assert not errors(rep)
+    assert not errors(run(served + "".join(SHM.format(m=m) for m in range(5, 8))))
+
+
+def test_a_port_bind_failure_before_the_process_group_came_up_was_got_past():
+    bind = ("[W socket.cpp:401] [c10d] The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).\n"
+            "[E socket.cpp:435] [c10d] The server socket has failed to listen on any local network address.\n")
+    up = "All distributed processes registered. Starting with 8 processes\n"
+    nccl = ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    trainer.fit(model)\n"
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3\n")
+    rep = run(bind + up + nccl)
+    assert errors(rep)[0].category == "nccl-error"
+    port = next(f for f in rep.findings if f.category == "port-in-use" and f.judgement)
+    assert port.judgement["context"] == "launch-went-on" and port.severity == "warning"
+    # no sign the process group came up: the bind failure is the cause
+    assert errors(run(bind + nccl))[0].category == "port-in-use"
+
+
+def test_a_thread_traceback_right_before_the_shell_prompt_ended_the_job():
+    tb = ("Exception in thread Thread-1:\nTraceback (most recent call last):\n"
+          '  File "C:\\\\envs\\\\llama\\\\lib\\\\threading.py", line 953, in run\n    self._target(*self._args, **self._kwargs)\n'
+          "UnicodeEncodeError: 'gbk' codec can't encode character '\\U0001f917' in position 33: illegal multibyte sequence\n")
+    for prompt in ("\n(llama) F:\\LLaMA-Factory-main>\n", "user@gpu-01:~/LLaMA-Factory$ \n"):
+        rep = run("Running tokenizer on dataset: 100%|##########| 3000/3000\n" + tb + prompt)
+        assert rep.extra["status"] == "crashed" and errors(rep)[0].line == 6
+    # without the prompt the process may go on: a background thread's error is a warning
+    rep = run("Running tokenizer on dataset: 100%|##########| 3000/3000\n" + tb)
+    assert rep.extra["status"] == "running" and not errors(rep)

@@ -32,12 +32,12 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
             "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low",
-            "meg_noloss": "metric-megatron-loss-missing"}
+            "meg_noloss": "metric-megatron-loss-missing", "low_start": "metric-loss-near-zero-from-start"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
-            "diverge": 40, "throughput": 20, "meg_noloss": 57}
+            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32}
 
 
 def fmt(x: Optional[float]) -> str:
@@ -321,6 +321,28 @@ def _collapse(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     return [Anomaly("collapse", "loss-suspicious", "error", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
 
 
+def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """Every logged loss under collapse_loss from the very first record on (>= flat_min_records of them,
+    not exactly 0, with a gradient): a language model does not start training near 0 on real text,
+    so the labels give the answer away (unshifted, visible in the input) or almost everything is masked.
+    An error when the first record is within the first epoch (or the epoch is unknown), a warning
+    later (a resumed run, a memorised tiny dataset). Not Megatron: its throughput benchmarks train on
+    mock data, which is that easy."""
+    th = t.th
+    if (t.sampled or t.meg_iters or t.first_nonfinite is not None or len(fin) < th.flat_min_records or any(r.rl for r in fin)
+            or not all(0 < r.loss < th.collapse_loss for r in fin)):  # type: ignore[operator]
+        return []
+    grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
+    if grads and all(g <= th.zero_grad for g in grads):  # type: ignore[operator]
+        return []       # nothing moves at all: no-grad tells it
+    first, last = fin[0], fin[-1]
+    late = first.epoch is not None and first.epoch >= 1.0
+    return [Anomaly("low_start", "loss-suspicious", "warning" if late else "error", first.line, last.line, first.step,
+                    len(fin), {"loss": fmt(first.loss), "from": first.at, "max_loss": fmt(max(r.loss for r in fin)),  # type: ignore[type-var]
+                               "records": len(fin), "epoch": fmt(first.epoch) if first.epoch is not None else None,
+                               "grad_norm": fmt(grads[-1]) if grads else None})]
+
+
 def _diverge(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     """The loss climbing step after step at the end of the log: in the last diverge_records records it
     rose at least diverge_rising of the time, doubled, and ended >= spike_factor x and >= spike_abs
@@ -376,6 +398,8 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     out += fall
     if fall:
         out = [a for a in out if a.kind != "flat"]     # a plateau near zero after the fall is the same story
+    if not zero:
+        out += _low_start(t, fin)
     if not zero and (not fall or fall[0].severity != "error"):
         col = _collapse(t, fin)
         if col and col[0].kind == "overfit":

@@ -40,7 +40,7 @@ _MARKERS: list[tuple[str, bytes]] = [
                       rb"All model checkpoint weights were used|Instantiating [A-Za-z]+ model|Loading model|"
                       rb"load(?:ing)? (?:the )?model|Loading weights|Model loaded|loading file tokenizer|"
                       rb"Initializing an LLM engine|Loading safetensors|Loading pretrained|from_pretrained|"
-                      rb"GPU blocks:|KV cache|Memory profiling"),
+                      rb"GPU blocks:|KV cache (?:size|memory|blocks?|config|dtype|spec)|Memory profiling"),   # not "GPU KV cache usage" (stats)
     ("data-loading", rb"Running tokenizer on dataset|Generating (?:train|validation|test) split|Map(?: \(num_proc=[0-9]+\))?:|"
                      rb"Loading dataset|load_dataset|Tokenizing|Converting format of dataset|Downloading data|Filter(?: \(num_proc=[0-9]+\))?:|"
                      rb"Resolving data files|Preprocessing|packing|building (?:train|valid|test) datasets|Loading data"),
@@ -52,7 +52,8 @@ _MARKERS: list[tuple[str, bytes]] = [
                         rb"Configuration saved in|save_pretrained|Saving [A-Za-z ]*state|checkpoint saved|saving checkpoint|"
                         rb"Saving optimizer|torch\.save|Saving to "),
     ("generation", rb"Processed prompts|Avg prompt throughput|Uvicorn running|Received request|Generating text|"
-                   rb"generate\(|SamplingParams|Adding requests|inference \.\.\.|Generation config"),
+                   rb"generate\(|SamplingParams|Adding requests|inference \.\.\.|Generation config|Application startup complete|"
+                   rb"Starting vLLM API server|POST /v1/|\[GIN\][^\n]{0,60}\| 200 \||log_server_r[^\n]{0,60}(?:POST|GET) /(?:v1|completion|chat|infill|embedding)"),
 ]
 _KIND_OF_GROUP = [k for k, _ in _MARKERS]
 _LABEL_KIND_SRC = [

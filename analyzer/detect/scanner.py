@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Iterator, Any, Optional
 
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.engine.logparse import split_prefix
@@ -92,6 +92,14 @@ _NPU_DETAIL = re.compile(r"\bERR\d{5}\b|^\s*E[A-Z0-9]\d{4}[:\s]")
 
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").strip()[:300]
+
+
+def _shown(raw: bytes) -> bytes:
+    """What a terminal shows of one line: a `\r` progress bar's last non-empty state."""
+    if b"\r" not in raw:
+        return raw
+    parts = [p for p in raw.split(b"\r") if p.strip()]
+    return parts[-1] if parts else b""
 
 
 class Scanner:
@@ -203,10 +211,9 @@ class Scanner:
         spec = verdict_spec()["unknown"]["family"]
         want, keep = int(spec["context_lines"]), int(spec["context_keep"])
         rows: list[bytes] = []
-        for base, view in self._tail:
-            for n, raw in enumerate(view.split(b"\n"), start=base):     # line_base is the block's first line
-                if line - want <= n <= line + after and n != line:
-                    rows.append(raw)
+        for n, raw in self._rows():
+            if line - want <= n <= line + after and n != line:
+                rows.append(_shown(raw))
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
 
@@ -219,26 +226,23 @@ class Scanner:
         before: dict[bytes, int] = {}
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
-        for base, view in self._tail:
-            if base + view.count(b"\n") < line - before_lines:
+        for n, raw in self._rows(line - before_lines):
+            if n == line:
                 continue
-            for n, raw in enumerate(view.split(b"\n"), start=base):
-                if n < line - before_lines or n == line:
-                    continue
-                for m in _COUNTER.finditer(raw):
-                    if m.group(1):
-                        key, value = b"bar/" + m.group(2), int(m.group(1))
-                    elif m.group(3):
-                        key, value = b"iteration/" + m.group(4), int(m.group(3))
-                    else:
-                        key, value = m.group(5).lower(), int(m.group(6))
-                    if n < line:
-                        if m.group(1) and m.group(1) == m.group(2):
-                            continue    # a bar already at its total (tokenizing done) is no running counter
-                        before[key] = value
-                    else:
-                        after[key] = max(after.get(key, value), value)
-                        first.setdefault(key, value)
+            for m in _COUNTER.finditer(raw):
+                if m.group(1):
+                    key, value = b"bar/" + m.group(2), int(m.group(1))
+                elif m.group(3):
+                    key, value = b"iteration/" + m.group(4), int(m.group(3))
+                else:
+                    key, value = m.group(5).lower(), int(m.group(6))
+                if n < line:
+                    if m.group(1) and m.group(1) == m.group(2):
+                        continue    # a bar already at its total (tokenizing done) is no running counter
+                    before[key] = value
+                else:
+                    after[key] = max(after.get(key, value), value)
+                    first.setdefault(key, value)
         if before:    # a bar that only starts after the error (an evaluation bar) is not the same counter
             return max((v - before[k] for k, v in after.items() if k in before), default=0)
         # no counter before the line at all: one that shows only after it counts from its first value there
@@ -246,12 +250,22 @@ class Scanner:
 
     def line_text(self, line: int) -> str:
         """Line `line` (1-based) of the input when it is still in the last two blocks, else ''."""
-        for base, view in self._tail:
-            if line >= base:
-                rows = view.split(b"\n", line - base + 1)
-                if len(rows) > line - base:
-                    return _text(rows[line - base])
+        for n, raw in self._rows(line):
+            if n == line:
+                return _text(_shown(raw))
+            if n > line:
+                break
         return ""
+
+    def _rows(self, first: int = 0) -> Iterator[tuple[int, bytes]]:
+        """(line number, row) of the last two blocks from line `first` on, numbered as the report
+        numbers lines (a `\r` bar is one line; its states stay in the row)."""
+        for base, blk in self._tail_lines:
+            if base + blk.count(b"\n") < first:
+                continue
+            for n, raw in enumerate(blk.split(b"\n"), start=base):
+                if n >= first:
+                    yield n, raw
 
     @property
     def last_progress(self) -> int:

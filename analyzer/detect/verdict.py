@@ -56,8 +56,11 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     last_finish = scanner.last("finish")
     tails = {m.name: m.tail for m in markers() if m.tail}
     deaths = [d for d in scanner.hits.get("death", ()) if d[1] not in tails or lines - d[0] <= tails[d[1]]]
+    prompts = [h[0] for h in scanner.hits.get("prompt", ()) if lines - h[0] <= 1]
+    tail = int(spec.get("thread_prompt_tail", 0))
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
-            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC and not e.thread]
+            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC
+            and (not e.thread or any(e.line < p <= e.line + tail for p in prompts))]
     if last_finish and not any(line > last_finish for line, _, _ in excs):
         teardown = set(spec.get("teardown_after_finish", ()))
         deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
@@ -129,6 +132,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
     if any(s not in scanner.seen for s in ctx.get("seen", ())):
         return False
     if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
+        return False
+    if ctx.get("after") and not any(h[0] > (f.last_line or f.line) for h in scanner.hits.get(ctx["after"], ())):
         return False
     if ctx.get("near"):
         win = verdict_spec()["recovery_window"]
@@ -215,6 +220,25 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
 
 
 
+def _stalled(findings: list[Finding], scanner: Scanner, status: str, lang: Optional[str]) -> None:
+    """A log that neither died nor finished and ends on a hang precursor repeated `min_count` times
+    with no progress since its first line (vLLM's "no shared memory broadcast block found in 60
+    seconds", once a minute for a quarter of an hour): the job is hung, and that warning is the error.
+    It outranks a throughput error: generation at 0 tokens/s is what the hang looks like."""
+    spec = verdict_spec().get("stalled")
+    if not spec or status != "running" or any(f.severity == "error" and f.category not in spec.get("explains", ())
+                                               for f in findings):
+        return      # a hang explains a throughput that fell to nothing; any other error is its own story
+    cands = [f for f in findings if f.severity == "warning" and f.role == "cause" and f.judgement is None
+             and f.category in spec["categories"] and f.count >= int(spec["min_count"])
+             and scanner.last_progress < f.line]
+    if cands:
+        best = max(cands, key=lambda f: (f.priority, f.count))
+        best.judgement = {"context": "stalled", "severity_was": "warning",
+                          "reason": tr(spec["reason"], lang, count=best.count, line=best.line)}
+        best.severity = "error"
+
+
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
           scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any],
           taxonomy: Optional[dict[str, str]] = None, engine: Any = None) -> list[Finding]:
@@ -226,6 +250,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _judge_fatality(findings, scanner, status, evidence if status == "finished" else None, lang,
                     evidence["line"] if status == "crashed" and evidence else None)
     corroborate(findings, lang)
+    _stalled(findings, scanner, status, lang)
     errors = [f for f in findings if f.severity == "error"]
     judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
     if exc is not None and not errors and not judged_here:     # a rule judged that very line: no second opinion

@@ -194,7 +194,7 @@ class SearchIndex:
                 signals.append("text")
             if q in d.phrases or q in d.titles:
                 score += BONUS_TAG
-            elif len(q) >= 2 and (any(len(p) >= 2 and p in q for p in d.phrases) or any(q in t for t in d.titles)):
+            elif len(q) >= 2 and (any(len(p) >= 2 and _contains(q, p) for p in d.phrases) or any(q in t for t in d.titles)):
                 score += BONUS_PHRASE
             # people search for what broke their run: causes and errors before symptoms and notices
             score *= _PRIOR_ROLE.get(d.rule["role"], 1.0) * _PRIOR_SEVERITY.get(d.rule["severity"], 1.0)
@@ -214,6 +214,22 @@ class SearchIndex:
                             "signals": signals})
         results.sort(key=lambda r: (-r["score"], r["role"] != "cause", r["rule_id"]))
         return results[:limit] if limit and limit > 0 else results
+
+
+def _word(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
+def _contains(q: str, p: str) -> bool:
+    """`p` occurs in `q` as a phrase: an ASCII word edge of `p` must be a word edge in `q` too ("te"
+    is not in "template", "rm" not in "format"); Chinese has no word edges and matches anywhere."""
+    i = q.find(p)
+    while i >= 0:
+        j = i + len(p)
+        if (not _word(p[0]) or i == 0 or not _word(q[i - 1])) and (not _word(p[-1]) or j == len(q) or not _word(q[j])):
+            return True
+        i = q.find(p, i + 1)
+    return False
 
 
 def search(rs: Any, query: str, *, limit: int = 10, lang: Optional[str] = None) -> list[dict[str, Any]]:

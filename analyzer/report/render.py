@@ -123,6 +123,10 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                     out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
                 if f.action:
                     out.write(f"  {st(wrap(next_line(f.action, redact(f.action_reason), lang), width, 4, 2), 'bold', 'magenta')}\n")
+                if f.judgement and f.judgement.get("severity_was") != f.severity:
+                    # context changed how fatal it is (survived, finished, hung, explains the death): say why
+                    was = f"{f.judgement['severity_was']} → {f.severity}: "
+                    out.write(f"  {st(L['judged'], 'bold')}{'：' if lang == 'zh' else ': '}{wrap(was + redact(str(f.judgement['reason'])), width, 4, 4 + text_width(L['judged']))}\n")
                 if f.explanation:
                     out.write(f"  {st(L['what'], 'bold')}: {wrap(f.explanation, width, 4, 4 + text_width(L['what']))}\n")
                 if f.cause:
