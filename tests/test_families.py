@@ -280,3 +280,11 @@ def test_a_deepspeed_op_that_fails_to_build_is_not_a_config_shape():
     from llmtriage.detect.family import shape_cues
     files = ["/py/site-packages/deepspeed/ops/adam/cpu_adam.py", "/py/site-packages/deepspeed/ops/op_builder/builder.py"]
     assert shape_cues("RuntimeError", "Error building extension 'cpu_adam'", files) == []
+
+
+def test_the_source_line_under_a_frame_is_code_not_context():
+    """A traceback's source line printed under an ERROR prefix ("collective_rpc(method, timeout, ...)")
+    is code: its words place the unknown exception in no family."""
+    text = Path(__file__).with_name("data").joinpath("family_code_line.log").read_text(encoding="utf-8")
+    _, f = _top(text)
+    assert f is not None and f.rule_id == "unknown" and f.category == "unknown"

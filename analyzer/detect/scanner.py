@@ -78,6 +78,7 @@ def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any,
 _ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|cannot|unable)\b|\bwhat\(\)")
 # warnings are the usual trap; frames are code; Hydra's "Error executing job with overrides: [...]"
 # is the command line (data paths, config keys), not an error message
+_FRAME = re.compile(rb'File "[^"\n]+", line \d+')      # a traceback frame (behind any rank/actor prefix)
 _NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing job with overrides")
 
 
@@ -211,9 +212,11 @@ class Scanner:
         spec = verdict_spec()["unknown"]["family"]
         want, keep = int(spec["context_lines"]), int(spec["context_keep"])
         rows: list[bytes] = []
+        prev = b""
         for n, raw in self._rows():
-            if line - want <= n <= line + after and n != line:
-                rows.append(_shown(raw))
+            if line - want <= n <= line + after and n != line and not _FRAME.search(prev):
+                rows.append(_shown(raw))     # (not the source line under a frame: that is code, not a message)
+            prev = raw
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
 

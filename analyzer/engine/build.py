@@ -60,7 +60,8 @@ def findings(scan: Any) -> list[Finding]:
         raw_text, enc = decode_line(st.first_seg)
         scan.encodings.add(enc)
         pre = split_prefix(normalise_text(raw_text))
-        caps = _captures(rule, pre.text)
+        # the line as the rule saw it when the rule's pattern spells the prefix out (a timestamp)
+        caps = _captures(rule, pre.text) or _captures(rule, normalise_text(raw_text))
         wanted = set(PLACEHOLDER.findall(rule["message"]))
         for seg in st.more_segs:
             if wanted <= set(caps):

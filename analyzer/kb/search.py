@@ -217,15 +217,21 @@ class SearchIndex:
 
 
 def _word(c: str) -> bool:
-    return c.isascii() and (c.isalnum() or c == "_")
+    return c.isascii() and c.isalnum()
 
 
 def _contains(q: str, p: str) -> bool:
     """`p` occurs in `q` as a phrase: an ASCII word edge of `p` must be a word edge in `q` too ("te"
-    is not in "template", "rm" not in "format"); Chinese has no word edges and matches anywhere."""
+    is not in "template", "rm" not in "format"; "timeout" is in "timeouts", "chatglm" in "chatglm2");
+    Chinese has no word edges and matches anywhere."""
     i = q.find(p)
     while i >= 0:
         j = i + len(p)
+        if j < len(q) and q[j] == "s" and (j + 1 == len(q) or not _word(q[j + 1])):
+            j += 1      # a plural ("timeouts") is the same word
+        elif p[-1].isalpha():
+            while j < len(q) and q[j].isdigit():
+                j += 1  # a version after a name ("chatglm" in "chatglm2", "llama" in "llama3")
         if (not _word(p[0]) or i == 0 or not _word(q[i - 1])) and (not _word(p[-1]) or j == len(q) or not _word(q[j])):
             return True
         i = q.find(p, i + 1)
