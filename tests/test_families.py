@@ -219,6 +219,8 @@ def _raised_in(headline: str, *files: str) -> str:
     ("AttributeError", "'NoneType' object has no attribute 'available_swap_in_buffers'",
      ["/py/site-packages/deepspeed/runtime/zero/stage3.py",
       "/py/site-packages/deepspeed/runtime/swap_tensor/partitioned_optimizer_swapper.py"], "deepspeed-config"),
+    # a checkpoint written by another tool lacks a key Megatron's loader reads
+    ("KeyError", "'iteration'", ["/ws/Megatron-LM-23.06/megatron/checkpointing.py"], "state-dict-keys"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues

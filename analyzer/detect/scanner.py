@@ -29,7 +29,8 @@ _PROGRESS_TAIL = 8192    # progress literals are first looked for in the last by
 # step counters that a process prints as it works: a tqdm bar "n/total [", Megatron's
 # "iteration n/total |", "step n" / "global_step=n" (keyed by the bar's total, or by the word; not a
 # metric named ".../step" or a number with decimals: "timing_s/step:118.9" is a duration)
-_COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+)\s*\||(?<![/.\w])(?i:(global_step|step)\b)\s*[=:\[]?\s*(\d+)\b(?!\.\d)")
+_COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+)\s*\||(?<![/.\w])(?i:(global_step|step)\b)\s*[=:\[]?\s*(\d+)\b(?!\.\d)"
+                      rb"""|['"]epoch['"]\s*:\s*['"]?(\d+(?:\.\d+)?)""")   # a Trainer record's epoch, in thousandths
 
 
 @dataclass(frozen=True)
@@ -237,8 +238,10 @@ class Scanner:
                     key, value = b"bar/" + m.group(2), int(m.group(1))
                 elif m.group(3):
                     key, value = b"iteration/" + m.group(4), int(m.group(3))
-                else:
+                elif m.group(5):
                     key, value = m.group(5).lower(), int(m.group(6))
+                else:
+                    key, value = b"epoch", int(float(m.group(7)) * 1000)
                 if n < line:
                     if m.group(1) and m.group(1) == m.group(2):
                         continue    # a bar already at its total (tokenizing done) is no running counter

@@ -315,10 +315,13 @@ class ThroughputTracker:
         # nvidia-smi snapshots taken while training ran (after its first record, before it finished)
         snaps = [s for s in self.snaps if s and train_start is not None and s[0][3] > train_start
                  and not (self.finished_line and s[0][3] > self.finished_line)]
-        idle = [s for s in snaps if sum(1 for r in s if r[0] == 0) >= th.idle_gpus * len(s)]
+        def n_idle(s: list[tuple[int, Optional[int], Optional[int], int]]) -> int:
+            return sum(1 for r in s if r[0] <= th.idle_util)
+
+        idle = [s for s in snaps if n_idle(s) >= th.idle_gpus * len(s)]
         if snaps and len(idle) * 2 >= len(snaps):
-            worst = max(idle, key=lambda s: sum(1 for r in s if r[0] == 0))
-            nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{sum(1 for r in worst if r[0] == 0)}/{len(worst)}")
+            worst = max(idle, key=n_idle)
+            nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{n_idle(worst)}/{len(worst)}")
             first_line = first_line or idle[0][0][3]
             last_line = max(last_line, idle[-1][-1][3])
         elif idle and len(snaps) >= 3:
