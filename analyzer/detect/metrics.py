@@ -76,8 +76,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import (Record, has_loss, is_rl_line, meg_nan_iterations, num, parse_line,
-                                          parse_skips, regexes, table_columns, table_row)
+from llmtriage.detect.metric_parse import Record, is_rl_line, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 
 __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
 
@@ -264,9 +264,9 @@ class MetricTracker:
             if not self.fp16 and R.FP16.search(view):
                 self.fp16 = True
         if b"skipped" in view:
-            self._skips(lines, view, line_base)
+            scan_skips(self, lines, view, line_base)
         if search_raw(R.verflow_raw, R.VERFLOW, view) or search_raw(R.verflow_up_raw, R.VERFLOW_UP, view):
-            self._overflows(lines, view, line_base)
+            scan_overflows(self, lines, view, line_base)
         if self._table is not None or b"Training Loss" in view or b"training loss" in view:
             self._tables(lines, view, line_base)
         if self.count < th.full_records:
@@ -408,81 +408,6 @@ class MetricTracker:
             if self._table is None:
                 self._table = table_columns(text)
             pos, ln = le + 1, ln + 1
-
-    def _skips(self, lines: bytes, view: bytes, line_base: int) -> None:
-        """DeepSpeed `step=N, skipped=K` and Megatron `number of skipped iterations: K` lines."""
-        # DeepSpeed's counters are cumulative: only the block's last `skipped=` line matters
-        pos = view.rfind(b", skipped=")
-        while pos >= 0:
-            ls, le = self._line_bounds(view, pos)
-            got = parse_skips(view[ls:le])
-            if got is not None and got[0] == "ds":
-                self.ds_skips = (got[1], got[2], line_base + lines.count(b"\n", 0, ls))
-                break
-            pos = view.rfind(b", skipped=", 0, ls)
-        pos = view.find(b"skipped iterations")    # Megatron: every interval counts
-        last_ls = -1
-        counted = nl = 0        # newlines before `counted`, counted incrementally (hits come in order)
-        while pos >= 0:
-            ls, le = self._line_bounds(view, pos)
-            if ls != last_ls:
-                last_ls = ls
-                got = parse_skips(view[ls:le])
-                if got is not None:
-                    nl += lines.count(b"\n", counted, ls)
-                    counted = ls
-                    line = line_base + nl
-                    kind, step, skipped, scale = got
-                    if kind == "ds":
-                        self.ds_skips = (step, skipped, line)
-                    else:
-                        prev = self.meg_last[0] if self.meg_last is not None else None
-                        interval = step - prev if prev is not None and step > prev else max(skipped, 1)
-                        if not self.meg_first_line:
-                            self.meg_first_line = line
-                        self.meg_iters += interval
-                        self.meg_skipped += min(skipped, interval)
-                        self.meg_tail_skipped = self.meg_tail_skipped + interval if skipped >= interval else 0
-                        self.meg_last = (step, line)
-                        text = view[ls:le]
-                        if skipped < interval and not has_loss(text):
-                            self.meg_noloss += 1
-                            t = self.meg_noloss_tail
-                            self.meg_noloss_tail = (t[0] + 1, t[1], t[2] + interval) if t else (1, line, interval)
-                        else:
-                            self.meg_noloss_tail = None
-                        nan_iters = meg_nan_iterations(text)
-                        if nan_iters:
-                            self.meg_nan_iters += nan_iters
-                            self.meg_nan_line = self.meg_nan_line or line
-                    if scale is not None:
-                        self.last_scale = scale
-                        self.min_scale = scale if self.min_scale is None else min(self.min_scale, scale)
-            pos = view.find(b"skipped iterations", le)
-
-    def _overflows(self, lines: bytes, view: bytes, line_base: int) -> None:
-        counted = 0
-        nl = 0
-        last_ls = -1
-        R = regexes()
-        for start, _ in spans(R.OVERFLOW, R.overflow_raw, view):
-            ls, le = self._line_bounds(view, start)
-            if ls == last_ls:
-                continue
-            last_ls = ls
-            nl += lines.count(b"\n", counted, ls)
-            counted = ls
-            line = line_base + nl
-            self.overflows += 1
-            if not self.overflow_first_line:
-                self.overflow_first_line = line
-            self.overflow_last_line = line
-            s = R.SCALE_TO.search(view, ls, le)
-            if s:
-                v = num(s.group(1))
-                if v is not None:
-                    self.last_scale = v
-                    self.min_scale = v if self.min_scale is None else min(self.min_scale, v)
 
     # ---------------------------------------------------------------- summary
     def records(self) -> list[Record]:
