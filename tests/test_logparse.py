@@ -16,6 +16,11 @@ def test_prefixes_are_recognised():
     assert split_prefix("[2024-05-01 12:00:01,123] [INFO] [engine.py:12] x").text.startswith("[INFO]")
     assert split_prefix("RuntimeError: CUDA error").text == "RuntimeError: CUDA error"
     assert split_prefix("RuntimeError: CUDA error").rank is None
+    # pdsh and `srun -l` keep the line's own indentation: a traceback frame behind them is still a frame
+    p = split_prefix('gpu-node-07:   File "/x/train.py", line 3, in <module>')
+    assert (p.host, p.text) == ("gpu-node-07", '  File "/x/train.py", line 3, in <module>')
+    p = split_prefix("3:     main()")
+    assert (p.rank, p.text) == (3, "    main()")
 
 
 def test_normalise_ansi_and_progress_bars():

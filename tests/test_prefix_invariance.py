@@ -1,8 +1,9 @@
 """The root cause does not depend on how a launcher or logger prefixes lines.
 
-Every 4th fixture is re-scanned with each line behind a rank, Ray actor, pdsh host, `srun -l`,
+Every fixture is re-scanned with each line behind a rank, Ray actor, pdsh host, `srun -l`,
 Kubernetes time-stamp prefix, and with CRLF endings: the top error category (or none) must not change.
-Slow tier (about 1,000 scans)."""
+Slow tier (about 18,000 scans, under a minute: a sample of every 4th fixture shifted whenever a
+fixture was added, so a rule that was not prefix-tolerant surfaced only on an unrelated merge)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,7 @@ from llmtriage import scan_source
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = [p for p in sorted((ROOT / "fixtures").rglob("*.log"))
-        if p.relative_to(ROOT / "fixtures").parts[0] not in ("jobs", "reproduced")][::4]
+        if p.relative_to(ROOT / "fixtures").parts[0] not in ("jobs", "reproduced")]
 PREFIXES = {
     "rank": lambda line: b"[rank3]: " + line,
     "ray": lambda line: b"(RayTrainWorker pid=4123) " + line,

@@ -173,6 +173,11 @@ def test_a_demo_that_crashes_keeps_its_traceback_and_one_speaker_alone_is_not_a_
     # a user's turn with no model turn in the block is not a transcript: nothing is hidden
     alone = "User: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     assert quoted.mask(alone.encode()) == alone.encode()
+    # behind a pdsh host or `srun -l` prefix the traceback's frames are still the program's own lines
+    for pre in ("gpu-node-07: ", "3: "):
+        lines = "".join(pre + row + "\n" for row in crashed.split("\n"))
+        errs = _errors(llmtriage.analyze(lines))
+        assert errs and errs[0].category == "cuda-oom", (pre, errs)
 
 
 # ------------------------------------------------------------ a traceback's echo of the raising source line

@@ -104,8 +104,8 @@ _PREFIX = re.compile(
     r"""^\s*(?:
         \[(?:rank|RANK|Rank)\s*(?P<rank>\d{1,6})\]\s*:?\s*                 # torchrun --tee / torch 2.x "[rank3]:"
       | \[default(?P<local>\d{1,4})\]\s*:\s*                               # torchrun --tee "[default0]:"
-      | (?P<srun>\d{1,6}):\s(?=\S)                                         # srun -l "0: "
-      | (?P<host>[A-Za-z][A-Za-z0-9_.]*-[A-Za-z0-9_.-]*\d|[a-z][a-z_]*\d+):\s(?=\S)   # pdsh/deepspeed "node-12: "
+      | (?P<srun>\d{1,6}):\s(?=\S|\s{1,11}\S)                               # srun -l "0: ", "0:   File ..." (indent kept)
+      | (?P<host>[A-Za-z][A-Za-z0-9_.]*-[A-Za-z0-9_.-]*\d|[a-z][a-z_]*\d+):\s(?=\s{0,11}\S)   # pdsh/deepspeed "node-12: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?   # ISO time
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                   # [12:01:02]
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"

@@ -120,7 +120,7 @@ def _demo_rx() -> SimpleNamespace:
                          "|[A-Z][\\w.-]{0,30}-(?:Chat|chat|Instruct|Bot)|(?:ChatGLM|Qwen|Baichuan|InternLM|Yi|DeepSeek)"
                          "[\\w.-]{0,20})\\s*[:：]".encode()),
         # the program's own lines inside a turn: kept
-        own=re.compile(rb"^(?:Traceback \(most recent|\s+File \"|[\w.]*(?:Error|Exception)\b"
+        own=re.compile(_PREFIX + rb"(?:Traceback \(most recent|\s*File \"|[\w.]*(?:Error|Exception)\b"
                        rb"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\d{4}-\d\d-\d\d|\s*$)"),
     )
 
