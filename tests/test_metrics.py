@@ -471,3 +471,24 @@ def test_loss_near_zero_from_the_first_record_is_suspicious():
     # Megatron's throughput benchmarks run on mock data, which is that easy
     meg = _megatron(low).replace("loss scale", "grad norm: 0.02 | loss scale")
     assert "low_start" not in {k for k, _ in kinds(_tracker(meg))}
+
+
+def _composer(batches, loss, grad):
+    return "".join(f"[epoch=1][batch={b}/20000]:\n\t Train time/batch: {b}\n\t Train loss/train/total: {loss(b):.4f}\n"
+                   f"\t Train metrics/train/LanguageCrossEntropy: {loss(b):.4f}\n\t Train l2_norm/grad/global: {grad(b):.4f}\n"
+                   f"\t Train lr-DecoupledAdamW/group0: 0.0006\n" for b in batches)
+
+
+def test_composer_records_span_a_header_and_indented_metric_lines(engine):
+    """MosaicML Composer prints `[batch=N/M]:` then one indented line per metric: one record each,
+    its step the batch, read across the lines under the header."""
+    t = _tracker(_composer(range(100, 1300, 100), lambda b: 13.0 - b / 200, lambda b: 1.3))
+    recs = t.records()
+    assert [r.step for r in recs][:3] == [100, 200, 300]
+    assert (recs[0].loss, recs[0].grad_norm, recs[0].lr) == (pytest.approx(12.5), pytest.approx(1.3), pytest.approx(6e-4))
+    assert recs[0].line == 3       # the loss line
+    assert kinds(t) == set()
+    # the loss stops moving with a grad norm of exactly 0 (a torch release candidate's FSDP bug): no-grad
+    flat = _composer(range(100, 1300, 100), lambda b: 13.0 - b / 200 if b < 500 else 10.5, lambda b: 1.3 if b < 500 else 0.0)
+    errors = [f for f in scan_source(engine, flat.encode()).findings if f.severity == "error"]
+    assert errors and errors[0].category == "no-grad", errors

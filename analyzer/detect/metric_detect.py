@@ -32,12 +32,13 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "repeat": "metric-epoch-repeats", "fall": "metric-fast-fall", "collapse": "metric-loss-collapse",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
             "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low",
-            "meg_noloss": "metric-megatron-loss-missing", "low_start": "metric-loss-near-zero-from-start"}
+            "meg_noloss": "metric-megatron-loss-missing", "low_start": "metric-loss-near-zero-from-start",
+            "stuck": "metric-loss-stuck-from-start"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
-            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32}
+            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44}
 
 
 def fmt(x: Optional[float]) -> str:
@@ -170,9 +171,11 @@ def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
     base = {"records": None, "from": first.at, "to": last.at, "loss_lo": fmt(lo) if losses and not same else None,
             "loss_hi": fmt(hi) if losses and not same else None, "loss": fmt(lo) if same else None,
             "spread": f"{spread:.1e}" if spread else None, "rl": True if any(r.rl for r in recs) else None}
-    if t.grad_seen >= th.zero_min_records and t.grad_zero == t.grad_seen:
+    # on every record, or on nearly all of many (a step or two with a gradient does not train a model)
+    if t.grad_seen >= th.zero_min_records and (t.grad_zero == t.grad_seen or (
+            t.grad_seen >= 2 * th.zero_tail_records and t.grad_zero >= th.zero_share * t.grad_seen)):
         return [Anomaly("zero_grad", "no-grad", "error", first.line, last.line, first.step, t.grad_seen,
-                        dict(base, records=t.grad_seen))]
+                        dict(base, records=t.grad_seen, zero_n=t.grad_zero if t.grad_zero < t.grad_seen else None))]
     # grad_norm dropped to exactly 0 and stayed there: the weights stopped moving (GRPO with every
     # reward equal, a broken loss mask after the first steps)
     grads = [r for r in recs if r.grad_norm is not None]
@@ -343,6 +346,33 @@ def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
                                "grad_norm": fmt(grads[-1]) if grads else None})]
 
 
+def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """The loss never fell from where training started: the first record is at the start (step <=
+    stuck_first_step, or no step and no epoch past 0), >= stuck_records records over >= stuck_span steps
+    (twice stuck_records records when steps are unknown), and the median of the last quarter is not below
+    stuck_drop x the median of the first quarter: a noisy plateau at the untrained level (ln(vocab) for a
+    model from scratch) while steps run. Moving weights lower it by a few percent at least."""
+    th = t.th
+    if t.first_nonfinite is not None or len(fin) < th.stuck_records or any(r.rl for r in fin):
+        return []
+    first, last = fin[0], fin[-1]
+    if first.step is not None:
+        if first.step > th.stuck_first_step or last.step is None or last.step - first.step < th.stuck_span:
+            return []
+    elif (first.epoch is not None and first.epoch > 0) or len(fin) < 2 * th.stuck_records:
+        return []
+    k = len(fin) // 4
+    early = sorted(r.loss for r in fin[:k])  # type: ignore[type-var]
+    late = sorted(r.loss for r in fin[-k:])  # type: ignore[type-var]
+    e, lt = early[k // 2], late[k // 2]
+    if e <= 0 or lt < th.stuck_drop * e:  # type: ignore[operator]
+        return []
+    grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
+    return [Anomaly("stuck", "no-grad", "error", first.line, last.line, first.step, len(fin), {
+        "loss": fmt(first.loss), "from": first.at, "to": last.at, "last": fmt(last.loss), "early": fmt(e),
+        "late": fmt(lt), "records": len(fin), "grad_norm": fmt(grads[-1]) if grads else None})]
+
+
 def _diverge(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     """The loss climbing step after step at the end of the log: in the last diverge_records records it
     rose at least diverge_rising of the time, doubled, and ended >= spike_factor x and >= spike_abs
@@ -400,6 +430,8 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         out = [a for a in out if a.kind != "flat"]     # a plateau near zero after the fall is the same story
     if not zero:
         out += _low_start(t, fin)
+    if not zero and not flat and not fall:
+        out += _stuck(t, fin)
     if not zero and (not fall or fall[0].severity != "error"):
         col = _collapse(t, fin)
         if col and col[0].kind == "overfit":

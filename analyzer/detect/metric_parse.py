@@ -12,6 +12,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |
   Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
                        ordinal: epochs completed are N-1 plus the bar's fraction)
+  Composer             [batch=500/20000]:  then indented  Train loss/train/total: 11.48  (metric_composer.py)
   notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
                        (the Trainer's notebook callback, Unsloth/Colab; also `Step | Training Loss | reward | ...`):
                        the header names the columns (`table_columns`), each row is read by them (`table_row`)

@@ -34,6 +34,7 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   zero_min_records   4     records with grad_norm 0 (or lr 0) on every step before it is an error
   zero_tail_records  8     grad_norm exactly 0 on the last this many records (and on half of them at
                            least) after normal ones: the weights stopped moving, an error too
+  zero_share         0.9   grad_norm 0 on at least this share of >= 2 x zero_tail_records records is no-grad too
   fall_below         0.1   metric-fast-fall: loss falls below this ...
   fall_within        100   ... within this many steps (or records when steps are unknown) ...
   fall_from          1.0   ... from a first logged loss at least this
@@ -53,11 +54,15 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   diverge_records    12    divergence: in the last this many records the loss rose ...
   diverge_rising     0.75  ... at least this share of the time, doubled, and ended >= spike_factor x and
                            spike_abs above the lowest loss before them
+  stuck_records      30    metric-loss-stuck-from-start: at least this many records from the start of training
+  stuck_span         500   ... (first step <= stuck_first_step) over at least this many steps, and the median
+  stuck_first_step   50    of the last quarter >= stuck_drop x that of the first quarter: the loss never fell
+  stuck_drop         0.98
   (throughput-low, see `throughput.py`)
   rise_factor        2.0   step time rising: median of the last quarter > this x the early median ...
   rise_min_samples   12    ... with at least this many step-time samples (also: decode rate per request falling
                            by rise_factor, late vs early median)
-  rise_error         3.0   a rise or fall by this factor in a run that did not finish is an error (the job is
+  rise_error         2.5   a rise or fall by this factor in a run that did not finish is an error (the job is
                            degrading as the log ends), below it a warning
   periodic_factor    3.0   a "long step": > this x the median step time; periodic when >= periodic_min
   periodic_min       4     ... long steps come at a fixed interval
@@ -77,6 +82,7 @@ from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
 from llmtriage.detect.metric_parse import Record, is_rl_line, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 
 __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
@@ -99,6 +105,7 @@ class Thresholds:
     zero_grad: float = 1e-6
     zero_min_records: int = 4
     zero_tail_records: int = 8
+    zero_share: float = 0.9
     fall_below: float = 0.1
     fall_within: int = 100
     fall_from: float = 1.0
@@ -115,9 +122,13 @@ class Thresholds:
     spike_history: int = 16
     diverge_records: int = 12
     diverge_rising: float = 0.75
+    stuck_records: int = 30
+    stuck_span: int = 500
+    stuck_first_step: int = 50
+    stuck_drop: float = 0.98
     rise_factor: float = 2.0
     rise_min_samples: int = 12
-    rise_error: float = 3.0
+    rise_error: float = 2.5
     periodic_factor: float = 3.0
     periodic_min: int = 4
     idle_gpus: float = 0.75
@@ -269,6 +280,8 @@ class MetricTracker:
             scan_overflows(self, lines, view, line_base)
         if self._table is not None or b"Training Loss" in view or b"training loss" in view:
             self._tables(lines, view, line_base)
+        if b"[batch=" in view and b"Train loss/train/" in view:
+            scan_composer(self, lines, view, line_base)
         if self.count < th.full_records:
             self._parse_all(lines, view, line_base)
             self._prev = (lines, view, line_base)

@@ -221,12 +221,12 @@ class Scanner:
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
 
-    def steps_after(self, line: int, before_lines: int = 200) -> int:
+    def steps_after(self, line: int, before_lines: int = 200, epochs: bool = True) -> int:
         """How many steps a step counter went on after line `line` (1-based), compared with its last
         value in the `before_lines` lines before it (or, when no counter shows before the line at all,
         with its first value after it), when both are in the last two blocks. A process that died
         there cannot advance its own counter; the other ranks of a collective job stop within one
-        step of it."""
+        step of it. `epochs=False`: only step counters (a Trainer record's epoch counts thousandths)."""
         before: dict[bytes, int] = {}
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
@@ -240,8 +240,10 @@ class Scanner:
                     key, value = b"iteration/" + m.group(4), int(m.group(3))
                 elif m.group(5):
                     key, value = m.group(5).lower(), int(m.group(6))
-                else:
+                elif epochs:
                     key, value = b"epoch", int(float(m.group(7)) * 1000)
+                else:
+                    continue
                 if n < line:
                     if m.group(1) and m.group(1) == m.group(2):
                         continue    # a bar already at its total (tokenizing done) is no running counter

@@ -66,12 +66,15 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
         deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
     deaths += excs
     last_death = max((d[0] for d in deaths), default=0)
+    # a clean shutdown the user asked for (Ctrl-C) ends a log, it does not undo a death before it
+    weak = set(spec.get("weak_finish", ()))
+    undo = max((h[0] for h in scanner.finishes() if h[1] not in weak), default=0)
     first_survived: dict[str, int] = {}          # exception type -> line of its first survived raise
     for e in exceptions:
         if e.type not in first_survived and scanner.last_progress > e.line and _progress_after(e.line, scanner):
             first_survived[e.type] = e.line
     again = {e.line for e in exceptions if first_survived.get(e.type, e.line) < e.line < scanner.last_progress}
-    alive = sorted(d for d in deaths if last_finish < d[0] and not _progress_after(d[0], scanner)
+    alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again)
     if alive:
         line, name, text = alive[0]
@@ -144,7 +147,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
             return False
         # the job went on after the recovery: progress, a finish, or a later death or error of its own
         # (a death within the after-death margin of the error is that error's own death, not a later one)
-        went_on = death_line is not None and death_line > max(last, min(near)) + int(verdict_spec()["after_death"]["margin"])
+        went_on = (not ctx.get("progress_only") and death_line is not None
+                   and death_line > max(last, min(near)) + int(verdict_spec()["after_death"]["margin"]))
         if not (scanner.last_progress > last or scanner.last("finish") > last or went_on):
             return False
     return True
@@ -218,6 +222,24 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
 
 
 
+def _settled(findings: list[Finding], scanner: Scanner, lang: Optional[str]) -> None:
+    """fp16 overflows that stopped while the run went on (the dynamic loss scale settling from 2^32):
+    the step counter advanced by `min_steps`, and by at least as many steps as overflows, after the
+    last one, and the scale never reached its floor."""
+    spec = verdict_spec().get("settled")
+    if not spec:
+        return
+    for f in findings:
+        if f.rule_id not in spec["rules"] or f.severity != "error":
+            continue
+        try:
+            low = float(f.captures.get("min_scale") or "inf")
+        except ValueError:
+            low = float("inf")
+        last = f.last_line or f.line
+        steps = scanner.steps_after(last, epochs=False)
+        if low > float(spec["floor_scale"]) and steps >= max(int(spec["min_steps"]), f.count):
+            _demote(f, spec["severity"], tr(spec["reason"], lang, steps=steps, line=last), "settled")
 
 
 def _stalled(findings: list[Finding], scanner: Scanner, status: str, lang: Optional[str]) -> None:
@@ -247,9 +269,11 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     status, evidence = status_of(scanner, exceptions, exc, report.lines)
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
-    _judge_fatality(findings, scanner, status, evidence if status == "finished" else None, lang,
+    weak = status == "finished" and evidence is not None and evidence["name"] in verdict_spec().get("weak_finish", ())
+    _judge_fatality(findings, scanner, status, evidence if status == "finished" and not weak else None, lang,
                     evidence["line"] if status == "crashed" and evidence else None)
     corroborate(findings, lang)
+    _settled(findings, scanner, lang)
     _stalled(findings, scanner, status, lang)
     errors = [f for f in findings if f.severity == "error"]
     judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
