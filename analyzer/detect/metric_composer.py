@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 _HEADER = re.compile(rb"\[batch=(\d+)/\d+\]:[ \t]*$", re.M)
-_FIELD = re.compile(rb"^[^\S\n]*Train (loss/train/total|l2_norm/grad/global|lr-[\w.]+/group0): *"
+_FIELD = re.compile(rb"(?<![\w/])Train (loss/train/total|l2_norm/grad/global|lr-[\w.]+/group0): *"
                     rb"([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf))[ \t]*$", re.M)
 _INDEX = {b"loss/train/total": 1, b"l2_norm/grad/global": 2}
 
