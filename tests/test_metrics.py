@@ -24,6 +24,8 @@ from llmtriage.engine.logparse import iter_blocks, match_view
     (b"Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, 5.38it/s, v_num=0, train_loss=2.310]", (450, 2.31, None, None, 0)),
     (b"Step 100: loss = 2.3000, lr = 0.0001", (100, 2.3, None, 1e-4, None)),
     (b"{'loss': 1.0, 'grad_norm': inf, 'learning_rate': 0.0, 'epoch': 1.0}", (None, 1.0, math.inf, 0.0, 1.0)),
+    (b"07/12 09:07:50 - mmengine - INFO - Iter(train) [   10/12867]  lr: 5.1813e-07  eta: 17 days, 18:31:42  "
+     b"time: 5.0501  data_time: 0.0283  memory: 58207  loss: 1.0672  grad_norm: 5.8255", (10, 1.0672, 5.8255, 5.1813e-07, None)),
 ])
 def test_parse_line_formats(line, expect):
     got = P.parse_line(line)
@@ -492,3 +494,20 @@ def test_composer_records_span_a_header_and_indented_metric_lines(engine):
     flat = _composer(range(100, 1300, 100), lambda b: 13.0 - b / 200 if b < 500 else 10.5, lambda b: 1.3 if b < 500 else 0.0)
     errors = [f for f in scan_source(engine, flat.encode()).findings if f.severity == "error"]
     assert errors and errors[0].category == "no-grad", errors
+
+
+def test_a_loss_that_never_falls_from_where_training_started_is_no_grad():
+    """nanoGPT from scratch sitting at ln(65) = 4.17 for 1200 iterations: a plateau at the untrained level
+    while steps run. Not when the loss falls, zig-zags between kinds of batch, or the lr is still warming up."""
+    rnd = random.Random(3)
+    stuck = "".join(f"iter {i}: loss {4.16 + rnd.uniform(-0.04, 0.05):.4f}, time 50.2ms, mfu 9.4%\n" for i in range(0, 1220, 20))
+    [a] = D.detect(_tracker(stuck))
+    assert (a.kind, a.category, a.severity) == ("stuck", "no-grad", "error")
+    falling = "".join(f"iter {i}: loss {4.16 * 0.9995 ** i:.4f}, time 50.2ms\n" for i in range(0, 1220, 20))
+    assert kinds(_tracker(falling)) == set()
+    zigzag = "".join(f"iter {i}: loss {(1.6 if (i // 100) % 2 else 0.9) + rnd.uniform(-0.05, 0.05):.4f}\n" for i in range(0, 1220, 20))
+    assert "stuck" not in {k for k, _ in kinds(_tracker(zigzag))}
+    warmup = "".join(f"step {i}: loss {4.16 + rnd.uniform(-0.04, 0.05):.4f}, lr {1e-6 * (i + 1):.2e}\n" for i in range(0, 1220, 20))
+    assert "stuck" not in {k for k, _ in kinds(_tracker(warmup))}
+    late = "".join(f"iter {i}: loss {2.16 + rnd.uniform(-0.02, 0.02):.4f}\n" for i in range(5000, 6220, 20))
+    assert "stuck" not in {k for k, _ in kinds(_tracker(late))}     # a plateau late in a run is not "from the start"

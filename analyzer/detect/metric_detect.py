@@ -350,8 +350,9 @@ def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     """The loss never fell from where training started: the first record is at the start (step <=
     stuck_first_step, or no step and no epoch past 0), >= stuck_records records over >= stuck_span steps
     (twice stuck_records records when steps are unknown), and the median of the last quarter is not below
-    stuck_drop x the median of the first quarter: a noisy plateau at the untrained level (ln(vocab) for a
-    model from scratch) while steps run. Moving weights lower it by a few percent at least."""
+    stuck_drop x the median of the first quarter, every record within stuck_noise of that level, and the
+    learning rate not still warming up: a plateau at the untrained level (ln(vocab) for a model from
+    scratch) while steps run. Moving weights lower it by a few percent at least."""
     th = t.th
     if t.first_nonfinite is not None or len(fin) < th.stuck_records or any(r.rl for r in fin):
         return []
@@ -361,11 +362,18 @@ def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
             return []
     elif (first.epoch is not None and first.epoch > 0) or len(fin) < 2 * th.stuck_records:
         return []
+    lrs = [r.lr for r in fin if r.lr is not None]
+    if lrs and lrs[-1] > 1.5 * lrs[0]:
+        return []       # still warming up: the loss need not fall yet
     k = len(fin) // 4
     early = sorted(r.loss for r in fin[:k])  # type: ignore[type-var]
     late = sorted(r.loss for r in fin[-k:])  # type: ignore[type-var]
     e, lt = early[k // 2], late[k // 2]
     if e <= 0 or lt < th.stuck_drop * e:  # type: ignore[operator]
+        return []
+    # a plateau: every record within stuck_noise of the level (batches that differ by kind, image vs
+    # video, zig-zag far more: their mean may stay while the model learns)
+    if max(r.loss for r in fin) - min(r.loss for r in fin) > th.stuck_noise * e:  # type: ignore[type-var,operator]
         return []
     grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
     return [Anomaly("stuck", "no-grad", "error", first.line, last.line, first.step, len(fin), {

@@ -12,6 +12,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |
   Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
                        ordinal: epochs completed are N-1 plus the bar's fraction)
+  mmengine / xtuner    Iter(train) [  10/12867]  lr: 5.2e-07  ...  loss: 1.0672  grad_norm: 5.8255
   Composer             [batch=500/20000]:  then indented  Train loss/train/total: 11.48  (metric_composer.py)
   notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
                        (the Trainer's notebook callback, Unsloth/Colab; also `Step | Training Loss | reward | ...`):
@@ -38,7 +39,8 @@ ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train
               rb"""|\| grad norm: (?:nan|inf)\b""")
 # "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
-STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
+# (mmengine / xtuner: "Iter(train) [  10/12867]")
+STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*|\biter\(train\)\s*\[\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
 BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
 OVERFLOW_SRC = rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale|[Oo]verflow! Skipping step"
 SCALE_TO_SRC = rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)"
@@ -65,6 +67,7 @@ _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:]
 _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
           b"epoch": 4, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
+_MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")
 # a learning rate printed with fixed decimals that are all 0 ("actor/lr:0.000" for 1e-6) is below the
 # display's precision, not 0; "0", "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
 _BELOW_PRECISION = re.compile(rb"0\.00+\Z")
@@ -261,6 +264,10 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
     b = R.BAR.search(text) if out[0] is None or out[4] is not None else None
     if out[0] is None and b:
         out[0] = int(b.group(1))
+    elif out[0] is None and b"iter(train)" in low:
+        it = _MMENGINE_ITER.search(text)        # mmengine / xtuner: "Iter(train) [  10/12867]"
+        if it:
+            out[0] = int(it.group(1))
     if out[4] is not None and b"/" in low:
         e = R.EPOCH_OF.search(low)
         if e and e.group(1).isdigit() and int(e.group(1)) >= 1 and int(e.group(1)) <= int(e.group(2)):
