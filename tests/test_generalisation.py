@@ -4,9 +4,14 @@ Every problem fixture is triaged again with the rule on top of its golden disabl
 category still comes out right (from the failure families, the verdict and the other rules) was
 0.09 before failure families existed, 0.50 on 738 fixtures after them, 0.469 (374/798) on
 2026-12-02 with 389 rules, and 0.555 (478/861) with 420 rules and the nearest-known-failure lead
-(detect/nearest.py). The floor sits below that with room for new fixtures whose wordings no rule
-resembles yet; it catches a change that takes that judgement away (a family file emptied, the
-nearest-failure index lost, the unknown finding no longer placed), which drops the share towards 0.1.
+(detect/nearest.py). Since 2026-12-03 the nearest-failure lead is named in the unknown finding's title
+and fixes but no longer sets its category (`unknown.nearest.as_category: false` in rules/verdict.yaml):
+on 714 held-out real-report logs, where the lead was the root cause it named the labelled category 5
+times in 19, and most of its misses were failures no category fits, which `unknown` now states. Here,
+with a fixture's own rule removed, its siblings made the lead right more often: the share fell to
+0.431 (437/1015: unknown 360, wrong category 165, no error 53). The floor sits below that; it catches a
+change that takes the remaining judgement away (a family file emptied, the verdict's yielding lost),
+which drops the share towards 0.1.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = 0.50
+FLOOR = 0.40
 
 
 @pytest.mark.slow   # every problem fixture triaged again without its rule: ~2 minutes on 2 cores

@@ -21,6 +21,9 @@ def test_prefixes_are_recognised():
     assert (p.host, p.text) == ("gpu-node-07", '  File "/x/train.py", line 3, in <module>')
     p = split_prefix("3:     main()")
     assert (p.rank, p.text) == (3, "    main()")
+    # llama.cpp's common logger: "<uptime> <level> [<pid>] "
+    assert split_prefix("0.44.011.931 I [49457] /usr/include/c++/bits/stl_vector.h:1263: x").text.startswith("/usr/include")
+    assert split_prefix("0.44.012.402 E srv    proxy: instance X exited").text.startswith("srv")
 
 
 def test_normalise_ansi_and_progress_bars():

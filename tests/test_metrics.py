@@ -511,3 +511,33 @@ def test_a_loss_that_never_falls_from_where_training_started_is_no_grad():
     assert "stuck" not in {k for k, _ in kinds(_tracker(warmup))}
     late = "".join(f"iter {i}: loss {2.16 + rnd.uniform(-0.02, 0.02):.4f}\n" for i in range(5000, 6220, 20))
     assert "stuck" not in {k for k, _ in kinds(_tracker(late))}     # a plateau late in a run is not "from the start"
+    resumed = "".join(f"Epoch 9:   3%|3         | {i}/20000 [00:10<10:00, 3.1it/s, loss={4.16 + rnd.uniform(-0.04, 0.05):.4f}]\n"
+                      for i in range(0, 1220, 20))
+    assert "stuck" not in {k for k, _ in kinds(_tracker(resumed))}  # a per-epoch bar restarting at 0 in epoch 9
+
+
+def test_a_spike_that_never_comes_back_is_a_divergence_and_one_that_recovers_is_not():
+    rnd = random.Random(5)
+    base = [0.56 + rnd.uniform(-0.01, 0.01) for _ in range(24)]
+    stayed = base + [2.35, 2.28] + [2.0 + rnd.uniform(-0.05, 0.05) for _ in range(20)]
+    text = "".join(f"step={i * 10} loss={v:.4f} grad_norm=0.3\n" for i, v in enumerate(stayed))
+    [a] = [a for a in D.detect(_tracker(text)) if a.severity == "error"]
+    assert (a.kind, a.category) == ("jump", "nan-loss") and a.numbers["factor"] >= 3
+    recovered = base + [2.35, 2.28] + [0.55 + rnd.uniform(-0.01, 0.01) for _ in range(20)]
+    text = "".join(f"step={i * 10} loss={v:.4f} grad_norm=0.3\n" for i, v in enumerate(recovered))
+    assert not [a for a in D.detect(_tracker(text)) if a.severity == "error"]
+
+
+def test_a_preference_loss_flat_at_ln2_is_chance_level_no_grad():
+    text = "".join(f"{{'loss': 0.6931, 'grad_norm': 0.0048, 'learning_rate': 5e-06, 'rewards/chosen': 0.0, 'epoch': {i / 100}}}\n"
+                   for i in range(1, 26))
+    [a] = [a for a in D.detect(_tracker(text)) if a.kind == "flat"]
+    assert (a.severity, a.numbers["chance"]) == ("error", "ln 2")
+    other = text.replace("0.6931", "1.2345")
+    [b] = [a for a in D.detect(_tracker(other)) if a.kind == "flat"]
+    assert b.severity == "warning"
+
+
+def test_a_quantizers_per_module_loss_is_no_training_record():
+    assert P.parse_line(b"INFO  {'process': 'gptq', 'layer': 0, 'module': 'self_attn.k_proj', 'loss': '0.02098', "
+                        b"'damp': '0.01000', 'time': '1.068'}") is None

@@ -33,12 +33,12 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
             "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low",
             "meg_noloss": "metric-megatron-loss-missing", "low_start": "metric-loss-near-zero-from-start",
-            "stuck": "metric-loss-stuck-from-start"}
+            "stuck": "metric-loss-stuck-from-start", "jump": "metric-loss-jumped-and-stayed"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
-            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44}
+            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44, "jump": 40}
 
 
 def fmt(x: Optional[float]) -> str:
@@ -255,10 +255,13 @@ def _flat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     zero = bool(grads) and all(finite(g) and abs(g) <= th.zero_grad for g in grads)  # type: ignore[arg-type]
     lrs = [r.lr for r in run if r.lr is not None]
     lr_zero = bool(lrs) and all(lr == 0 for lr in lrs)
-    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero) else "warning", run[0].line, run[-1].line,
+    # a pairwise preference loss (DPO, a reward model) flat at ln 2 is chance level: chosen and rejected
+    # still score the same, the policy never moved from the reference
+    chance = abs(hi - math.log(2)) <= 5e-4 and abs(lo - math.log(2)) <= 5e-4  # type: ignore[operator]
+    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero or chance) else "warning", run[0].line, run[-1].line,
                     run[0].step, len(run), {"loss": fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at,
                                             "records": len(run), "grad_norm": fmt(grads[-1]) if grads else None,
-                                            "grad_zero": zero, "lr_zero": lr_zero})]
+                                            "grad_zero": zero, "lr_zero": lr_zero, "chance": "ln 2" if chance else None})]
 
 
 def _span(a: Record, b: Record) -> int:
@@ -357,6 +360,8 @@ def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     if t.first_nonfinite is not None or len(fin) < th.stuck_records or any(r.rl for r in fin):
         return []
     first, last = fin[0], fin[-1]
+    if first.epoch is not None and first.epoch > 0.05:
+        return []       # the log starts in a later epoch (a resumed run, a per-epoch bar restarting at 0)
     if first.step is not None:
         if first.step > th.stuck_first_step or last.step is None or last.step - first.step < th.stuck_span:
             return []
@@ -403,6 +408,28 @@ def _diverge(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
         "factor": round(last.loss / low.loss, 1), "records": n})]  # type: ignore[operator]
 
 
+def _jump(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """A spike that never came back: after the first spike the loss stays up, the median of the records
+    since it (>= flat_min_records of them, the last half) >= spike_factor x and >= spike_abs above the
+    median before it. The run diverged to a worse level (a gradient-norm blow-up, a learning rate past
+    what the model takes) and goes on training at it; not RL (its loss moves by design)."""
+    th = t.th
+    if t.sampled or not t.spikes or t.first_spike is None or any(r.rl for r in fin):
+        return []
+    r0, med = t.first_spike
+    after = [r for r in fin if r.line >= r0.line]
+    if len(after) < th.flat_min_records or not med or med <= 0:
+        return []
+    tail = sorted(x.loss for x in after[len(after) // 2:])  # type: ignore[type-var]
+    level = tail[len(tail) // 2]
+    if level < th.spike_factor * med or level - med < th.spike_abs:  # type: ignore[operator]
+        return []
+    grads = [x.grad_norm for x in after if x.grad_norm is not None and finite(x.grad_norm)]
+    return [Anomaly("jump", "nan-loss", "error", r0.line, after[-1].line, r0.step, len(after), {
+        "loss": fmt(r0.loss), "at": r0.at, "baseline": fmt(med), "level": fmt(level), "factor": round(level / med, 1),  # type: ignore[operator]
+        "records": len(after), "to": after[-1].at, "grad_norm": fmt(max(grads)) if grads else None})]
+
+
 def _spike(t: MetricTracker) -> list[Anomaly]:
     if not t.spikes or t.first_spike is None:
         return []
@@ -445,5 +472,5 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         if col and col[0].kind == "overfit":
             out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
         out += col
-    div = [] if any(a.severity == "error" for a in out) else _diverge(t, fin)
+    div = [] if any(a.severity == "error" for a in out) else (_diverge(t, fin) or _jump(t, fin))
     return out + div + ([] if div else _spike(t))

@@ -85,7 +85,8 @@ def _place_nearest(f: Finding, got: Optional[tuple[str, str, float]], spec: dict
     if got is None or got[0] not in taxonomy:
         return
     cat, rid, score = got
-    f.category = cat
+    if spec.get("as_category", True):
+        f.category = cat
     f.captures = {**f.captures, "nearest_category": cat, "nearest_rule": rid, "nearest_score": f"{score:.2f}"}
     f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=cat)[:90]
     f.cause = tr(spec["cause"], lang, family=cat, desc=taxonomy[cat], rule=rid or "-")
@@ -97,7 +98,8 @@ def _place_nearest(f: Finding, got: Optional[tuple[str, str, float]], spec: dict
 def _place(f: Finding, got: tuple[str, list[str]], spec: dict[str, Any], lang: Optional[str],
            taxonomy: dict[str, str]) -> None:
     family, words = got
-    f.category = family
+    if spec.get("as_category", True):
+        f.category = family
     f.captures = {**f.captures, "family": family, "family_words": ", ".join(w[:60] for w in words)}
     f.title = tr(spec["title"], lang, type=f.captures.get("type", "error"), family=family)[:90]
     f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])

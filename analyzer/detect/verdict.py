@@ -58,16 +58,18 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     deaths = [d for d in scanner.hits.get("death", ()) if d[1] not in tails or lines - d[0] <= tails[d[1]]]
     prompts = [h[0] for h in scanner.hits.get("prompt", ()) if lines - h[0] <= 1]
     tail = int(spec.get("thread_prompt_tail", 0))
+    weak = set(spec.get("weak_finish", ()))
+    closed = [h[0] for h in scanner.finishes() if h[1] in weak]
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
             if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC
-            and (not e.thread or any(e.line < p <= e.line + tail for p in prompts))]
+            and (not e.thread or any(e.line < p <= e.line + tail for p in prompts)
+                 or (scanner.last_progress < e.line and any(c > e.line for c in closed)))]
     if last_finish and not any(line > last_finish for line, _, _ in excs):
         teardown = set(spec.get("teardown_after_finish", ()))
         deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
     deaths += excs
     last_death = max((d[0] for d in deaths), default=0)
     # a clean shutdown the user asked for (Ctrl-C) ends a log, it does not undo a death before it
-    weak = set(spec.get("weak_finish", ()))
     undo = max((h[0] for h in scanner.finishes() if h[1] not in weak), default=0)
     first_survived: dict[str, int] = {}          # exception type -> line of its first survived raise
     for e in exceptions:
