@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR_ALL = 410          # of 456 (415 on 2026-12-02, end of session 13)
+FLOOR_ALL = 675          # of 755 (679 on 2026-12-03, end of session 14)
 MAX_HEALTHY_ALARMS = 1   # 0 on 2026-12-02
 
 
@@ -25,7 +25,7 @@ def _heldout():
 def test_heldout_batches_keep_their_score():
     res = _heldout().score()
     logs = res["logs"]
-    assert len(logs) >= 456
+    assert len(logs) >= 755
     ok = sum(r["ok"] for r in logs.values())
     alarms = [k for k, r in logs.items() if r["want"] == "none" and not r["ok"]]
     misses = "\n".join(f"{k}: want {r['want']}, got {r['got']}" for k, r in sorted(logs.items()) if not r["ok"])
