@@ -24,6 +24,10 @@ def test_prefixes_are_recognised():
     # llama.cpp's common logger: "<uptime> <level> [<pid>] "
     assert split_prefix("0.44.011.931 I [49457] /usr/include/c++/bits/stl_vector.h:1263: x").text.startswith("/usr/include")
     assert split_prefix("0.44.012.402 E srv    proxy: instance X exited").text.startswith("srv")
+    # docker compose "service-1  | " (v1: "service_1 | "): the service is the stream
+    p = split_prefix('sglang-gemma-1  |   File "x.py", line 1, in y')
+    assert (p.host, p.text) == ("sglang-gemma-1", '  File "x.py", line 1, in y')
+    assert split_prefix("| step 20 | loss 3.1 |").host is None
 
 
 def test_normalise_ansi_and_progress_bars():

@@ -22,7 +22,10 @@ def test_a_new_wording_takes_the_category_of_the_rule_it_reads_like():
     # category (an unrecognised processing class in a checkpoint folder) is the closest rule left
     top = _top("ValueError: Processor was not found, please check and update your model file.",
                disabled=["mm-processor-not-found"])
-    assert (top.rule_id, top.category, top.confidence) == ("unknown", "weights-not-found", "low")
+    # the lead is named (title, cause, fixes, captures); the category stays unknown: held out, such leads
+    # named the labelled category 5 times in 19 (rules/verdict.yaml unknown.nearest.as_category)
+    assert (top.rule_id, top.category, top.confidence) == ("unknown", "unknown", "low")
+    assert top.captures["nearest_category"] == "weights-not-found" and "weights-not-found" in top.title
     near = top.captures["nearest_rule"]
     assert near != "mm-processor-not-found" and near in llmtriage.get_engine().ruleset.by_id
     assert float(top.captures["nearest_score"]) >= 0.15
@@ -45,7 +48,7 @@ def test_a_bare_identifier_or_a_type_name_is_no_evidence():
 def test_the_lead_speaks_the_report_language():
     top = _top("ValueError: Processor was not found, please check and update your model file.",
                disabled=["mm-processor-not-found"], lang="zh")
-    assert top.category == "weights-not-found" and "最接近" in top.title and "线索" in top.cause
+    assert top.captures["nearest_category"] == "weights-not-found" and "最接近" in top.title and "线索" in top.cause
 
 
 def test_a_disabled_rule_is_not_in_the_index():

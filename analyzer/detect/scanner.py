@@ -231,7 +231,7 @@ class Scanner:
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
         for n, raw in self._rows(line - before_lines):
-            if n == line:
+            if n == line or b"oading" in raw:     # a loading bar (checkpoint shards) is no step of the work
                 continue
             for m in _COUNTER.finditer(raw):
                 if m.group(1):

@@ -109,6 +109,7 @@ _PREFIX = re.compile(
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?   # ISO time
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                   # [12:01:02]
       | \d{1,3}\.\d\d\.\d{3}\.\d{3}\s[DIWE]\s+(?:\[\d+\]\s)?                 # llama.cpp "0.44.011.931 I [49457] "
+      | (?P<svc>[A-Za-z][\w.-]*[-_]\d{1,3})\s+\|\s?                            # docker compose "sglang-gemma-1  | "
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"
       | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w./-]+:\d+\]\s?
                                                                            # vLLM "ERROR 06-02 08:03:44 [core.py:200] " (older: no "[")
@@ -145,6 +146,8 @@ def split_prefix(line: str) -> Prefix:
             out.rank = int(g["prank"])
         elif g["host"] is not None and out.host is None:
             out.host = g["host"]
+        elif g["svc"] is not None and out.host is None:
+            out.host = g["svc"]
         rest = rest[m.end():]
     out.text = rest
     return out
