@@ -29,6 +29,7 @@ _PROGRESS_TAIL = 8192    # progress literals are first looked for in the last by
 # step counters that a process prints as it works: a tqdm bar "n/total [", Megatron's
 # "iteration n/total |", "step n" / "global_step=n" (keyed by the bar's total, or by the word; not a
 # metric named ".../step" or a number with decimals: "timing_s/step:118.9" is a duration)
+_LOADING = re.compile(rb"\b[Ll]oading\b")      # the same words the tqdm-step progress marker leaves out
 _COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+)\s*\||(?<![/.\w])(?i:(global_step|step)\b)\s*[=:\[]?\s*(\d+)\b(?!\.\d)"
                       rb"""|['"]epoch['"]\s*:\s*['"]?(\d+(?:\.\d+)?)""")   # a Trainer record's epoch, in thousandths
 
@@ -231,7 +232,7 @@ class Scanner:
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
         for n, raw in self._rows(line - before_lines):
-            if n == line or b"oading" in raw:     # a loading bar (checkpoint shards) is no step of the work
+            if n == line or (b"oading" in raw and _LOADING.search(raw)):   # a loading bar (checkpoint shards) is no step of the work
                 continue
             for m in _COUNTER.finditer(raw):
                 if m.group(1):
