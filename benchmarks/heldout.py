@@ -38,7 +38,7 @@ def judge(path: Path) -> tuple[str, str]:
     import llmtriage
     rep = llmtriage.analyze(str(path))
     errors = [f for f in rep.findings if f.severity == "error"]
-    return (errors[0].category if errors else "none"), (getattr(rep, "action", None) or "none")
+    return (errors[0].category if errors else "none"), (rep.extra.get("action") or "none")
 
 
 def score(root: Path = HERE) -> dict:
@@ -65,10 +65,16 @@ def _summary(res: dict, verbose: bool) -> None:
     ok = sum(r["ok"] for r in logs.values())
     print(f"{'all':24s} {ok:4d}/{n:<4d} {ok / max(n, 1):.3f}   failures named right "
           f"{sum(r['ok'] for r in fails)}/{len(fails)}, healthy with no error {sum(r['ok'] for r in healthy)}/{len(healthy)}")
+    # the next action, scored where the category is right and the row has an action label
+    acts = [r for r in logs.values() if r["ok"] and r.get("action")]
+    if acts:
+        print(f"{'action (category right)':24s} {sum(r['action'] == r['got_action'] for r in acts):4d}/{len(acts):<4d}")
     if verbose:
         for rel, r in sorted(logs.items()):
             if not r["ok"]:
                 print(f"  MISS {rel}: want {r['want']}, got {r['got']}")
+            elif r.get("action") and r["action"] != r["got_action"]:
+                print(f"  ACTION {rel}: want {r['action']}, got {r['got_action']}")
 
 
 def main() -> int:

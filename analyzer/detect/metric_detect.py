@@ -224,7 +224,14 @@ def _repeat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
             e0, e1 = finite_recs[end - best + 1 - p].epoch, first.epoch
             # a real epoch boundary when epochs are logged (fractional epochs advance by ~1 per period)
             epoch_ok = e0 is None or e1 is None or (e1 - e0 >= 0.9 and abs(e1 - e0 - round(e1 - e0)) <= 0.1)
-            if len(set(seg)) >= min(p, 4) and epoch_ok:
+            # a straight line (constant steps) is a trend, not a replayed epoch; a learning rate that
+            # varies within the period and repeats with the loss is the same lines logged twice
+            a = end - best + 1 - p
+            steps = {round(y - x, 9) for x, y in zip(seg, seg[1:])}
+            lr0 = [r.lr for r in finite_recs[a:a + p]]
+            lr1 = [r.lr for r in finite_recs[a + p:a + 2 * p]]
+            replayed = None not in lr0 and len(set(lr0)) > 1 and lr0 == lr1
+            if len(set(seg)) >= min(p, 4) and epoch_ok and len(steps) > 1 and not replayed:
                 return [Anomaly("repeat", "no-grad", "error", finite_recs[end - best + 1 - p].line,
                                 finite_recs[end].line, first.step, best, {
                                     "period": p, "repeated": best, "from": finite_recs[end - best + 1 - p].at,
@@ -351,8 +358,8 @@ def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
 
 def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     """The loss never fell from where training started: the first record is at the start (step <=
-    stuck_first_step, or no step and no epoch past 0), >= stuck_records records over >= stuck_span steps
-    (twice stuck_records records when steps are unknown), and the median of the last quarter is not below
+    stuck_first_step, or no step and an epoch <= 0.05), >= stuck_records records over >= stuck_span steps
+    (>= stuck_epochs epochs when only epochs are known, twice stuck_records records when neither is), and the median of the last quarter is not below
     stuck_drop x the median of the first quarter, every record within stuck_noise of that level, and the
     learning rate not still warming up: a plateau at the untrained level (ln(vocab) for a model from
     scratch) while steps run. Moving weights lower it by a few percent at least."""
@@ -365,11 +372,14 @@ def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     if first.step is not None:
         if first.step > th.stuck_first_step or last.step is None or last.step - first.step < th.stuck_span:
             return []
-    elif (first.epoch is not None and first.epoch > 0) or len(fin) < 2 * th.stuck_records:
+    elif first.epoch is not None:
+        if max(r.epoch for r in fin if r.epoch is not None) - first.epoch < th.stuck_epochs:
+            return []
+    elif len(fin) < 2 * th.stuck_records:
         return []
     lrs = [r.lr for r in fin if r.lr is not None]
-    if lrs and lrs[-1] > 1.5 * lrs[0]:
-        return []       # still warming up: the loss need not fall yet
+    if lrs and lrs[-1] > 1.5 * lrs[len(lrs) // 2]:
+        return []       # still warming up in the second half: the loss need not fall yet
     k = len(fin) // 4
     early = sorted(r.loss for r in fin[:k])  # type: ignore[type-var]
     late = sorted(r.loss for r in fin[-k:])  # type: ignore[type-var]

@@ -58,7 +58,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   stuck_span         500   ... (first step <= stuck_first_step) over at least this many steps, and the median
   stuck_first_step   50    of the last quarter >= stuck_drop x that of the first quarter: the loss never fell
   stuck_drop         0.98  (all records within stuck_noise x that level, the learning rate not still
-  stuck_noise        0.15  warming up: its last value <= 1.5 x its first)
+  stuck_noise        0.15  warming up: its last value <= 1.5 x its value half-way)
+  stuck_epochs       0.25  with no step in the records: at least this many epochs from an epoch <= 0.05
   (throughput-low, see `throughput.py`)
   rise_factor        2.0   step time rising: median of the last quarter > this x the early median ...
   rise_min_samples   12    ... with at least this many step-time samples (also: decode rate per request falling
@@ -128,6 +129,7 @@ class Thresholds:
     stuck_first_step: int = 50
     stuck_drop: float = 0.98
     stuck_noise: float = 0.15
+    stuck_epochs: float = 0.25
     rise_factor: float = 2.0
     rise_min_samples: int = 12
     rise_error: float = 2.5

@@ -231,6 +231,8 @@ class Scanner:
         before: dict[bytes, int] = {}
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
+        done: set[bytes] = set()     # bars that reached their total before the line
+        after_rows: set[tuple[int, bool]] = set()
         for n, raw in self._rows(line - before_lines):
             if n == line or (b"oading" in raw and _LOADING.search(raw)):   # a loading bar (checkpoint shards) is no step of the work
                 continue
@@ -247,11 +249,17 @@ class Scanner:
                     continue
                 if n < line:
                     if m.group(1) and m.group(1) == m.group(2):
+                        done.add(key)
                         continue    # a bar already at its total (tokenizing done) is no running counter
                     before[key] = value
+                elif m.group(1) and m.group(1) == m.group(2) and key in done:
+                    continue        # that bar redrawn at its total (tqdm closing it at exit) is no progress
                 else:
                     after[key] = max(after.get(key, value), value)
                     first.setdefault(key, value)
+                    after_rows.add((n, bool(m.group(1))))
+        if len(after_rows) == 1 and next(iter(after_rows)) in {(line + 1, True), (line + 2, True)}:
+            return 0    # one bar drawn right under the error and nothing after: tqdm closing it at exit
         if before:    # a bar that only starts after the error (an evaluation bar) is not the same counter
             return max((v - before[k] for k, v in after.items() if k in before), default=0)
         # no counter before the line at all: one that shows only after it counts from its first value there
@@ -265,6 +273,10 @@ class Scanner:
             if n > line:
                 break
         return ""
+
+    def rows(self, first: int = 0) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw row) of the last two blocks from line `first` on."""
+        return self._rows(first)
 
     def _rows(self, first: int = 0) -> Iterator[tuple[int, bytes]]:
         """(line number, row) of the last two blocks from line `first` on, numbered as the report

@@ -32,6 +32,8 @@ from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar
 
 BARS_PER_BLOCK = 24
+_STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
+_BAR_ENDS = (b"s/it,", b"s/it]", b"it/s,", b"it/s]")
 HEAD, TAIL = 256, 512
 
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
@@ -161,16 +163,21 @@ class ThroughputTracker:
             return
         P = R.parts
         last_ls = -1
+        # a block dense with bar redraws: an even sample of them across the block, its last one
+        # included (the most recent rate), at most about BARS_PER_BLOCK
+        is_bar = [view[s:e].endswith(_BAR_ENDS) for s, e in hits]
+        nbars = sum(is_bar)
+        stride = -(-nbars // BARS_PER_BLOCK)
         bars = 0
         nl = counted = 0
-        for start, end in hits:
+        for (start, end), bar in zip(hits, is_bar):
             key = view[start:end]
-            if key.endswith((b"s/it,", b"s/it]", b"it/s,", b"it/s]")):
+            if bar:
                 bars += 1
-                if bars > BARS_PER_BLOCK and bars % 16:
+                if stride > 1 and bars % stride and bars != nbars:
                     continue
             ls = view.rfind(b"\n", 0, start) + 1
-            if ls == last_ls:
+            if ls == last_ls and key not in _STOP_KEYS:     # a ^C drawn over a bar still counts
                 continue
             last_ls = ls
             le = view.find(b"\n", end)
@@ -204,7 +211,7 @@ class ThroughputTracker:
                 if m:
                     self.speeds[name] = float(m.group(1))
             return
-        if key in (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt"):
+        if key in _STOP_KEYS:
             if self.stop is None:
                 self.stop = (key.decode(), line)
             return
@@ -304,6 +311,12 @@ class ThroughputTracker:
             early, late = [v for _, v in vals[:k]], [v for _, v in vals[-k:]]
             e, lt = _median(early), _median(late)
             if e > 0 and lt > th.rise_factor * e and vals[-k][0] > vals[k - 1][0]:
+                # still slowing as the log ends (the late quarter's second half slower than its
+                # first): its median understates where the run is now, the last third of it tells
+                h = k // 2
+                now = _median(late[-max(3, k // 3):])
+                if _median(late[h:]) > _median(late[:h]) and now > lt:
+                    lt = now
                 nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
                 first_line, last_line = vals[-k][0], vals[-1][0]
                 strong = lt >= th.rise_error * e

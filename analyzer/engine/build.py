@@ -12,7 +12,7 @@ from llmtriage.findings import Finding
 from llmtriage.engine.redact import clip
 from llmtriage.ruleset.verified import best_run
 from llmtriage.ruleset.regexsafety import bounded_compile
-from llmtriage.templates import PLACEHOLDER, render_template
+from llmtriage.templates import PLACEHOLDER, checks_hold, render_template
 
 _PY_CACHE: dict[str, Any] = {}
 
@@ -78,6 +78,8 @@ def findings(scan: Any) -> list[Finding]:
                     for k, v in m.groupdict().items():
                         if v is not None:
                             caps.setdefault(k, v)
+        if rule["match"].get("checks") and not checks_hold(rule["match"]["checks"], caps):
+            continue
         text = eng.ruleset.text(rule, scan.lang)
         rank = pre.rank
         if rank is None and caps.get("rank", "").isdigit():

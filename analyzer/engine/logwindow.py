@@ -18,7 +18,7 @@ from llmtriage.engine.logparse import decode_line, iter_blocks, normalise_text, 
 TIME_WINDOW = 40          # lines around the failing line searched for a time stamp
 
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
-_GLOG = re.compile(r"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")
+_GLOG = re.compile(r"\b[IWEF]([01]?\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")   # c10 writes August as "819"
 _HMS = re.compile(r"\[(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?\]")
 
 

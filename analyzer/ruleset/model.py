@@ -10,6 +10,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 
+from llmtriage.templates import CHECK_RE
+
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
@@ -41,6 +43,19 @@ class Match(_Strict):
         default_factory=list,
         description="The rule does not fire when one of these matches anywhere in the same log.",
     )
+    checks: list[StrictStr] = Field(
+        default_factory=list,
+        description="Comparisons of the hit's numeric captures ('tokens < features', 'count >= 2'); the rule "
+                    "does not fire when one is false (a capture that is absent or not a number passes).",
+    )
+
+    @field_validator("checks")
+    @classmethod
+    def _checks_parse(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if not CHECK_RE.match(c):
+                raise ValueError(f"check {c!r} is not 'capture OP capture-or-number [* + - number]' (OP one of < <= > >= == !=)")
+        return v
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

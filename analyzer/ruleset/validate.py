@@ -6,6 +6,7 @@ Imports yaml, pydantic and `regex`: only a cache miss (`loader`) and `rules vali
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -173,6 +174,13 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str], probe: 
                                   "put it inside a [..] segment to make it optional")
         for name in sorted(inside - set().union(*groups_per_any)):
             add(("message",), f"placeholder {{{name}}} is not a named group of any match.any pattern")
+    if groups_per_any and rule.match.checks:
+        known = set().union(*groups_per_any) | req_groups
+        for i, c in enumerate(rule.match.checks):
+            names = [x for x in re.findall(r"[A-Za-z_]\w*", c)]
+            for name in names:
+                if name not in known:
+                    add(("match", "checks", i), f"check {c!r} names '{name}', not a named group of the rule's patterns")
     if rule.message.count("[") != rule.message.count("]"):
         add(("message",), "unbalanced [..] segment")
     for i, ex in enumerate(rule.examples.match):
