@@ -8,13 +8,14 @@ from pathlib import Path
 import yaml
 
 import llmtriage
-from llmtriage.kb.pages import rule_page
+from llmtriage.kb.pages import rule_page, verification_text
 from llmtriage.kb.words import load_kb_words
 from llmtriage.report.render import render_human, render_quiet
 from llmtriage.report.render_ci import render_github
 from llmtriage.report.texts import REPORT_FILE
 from llmtriage.ruleset import files, loader
-from llmtriage.ruleset.verified import best_run, fix_table, merge_runs, read_record, verification, write_record
+from llmtriage.ruleset.verified import (best_run, fix_table, merge_runs, read_record, transformers_text,
+                                        verification, write_record)
 from llmtriage.workflows import verify as V
 
 OOM = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
@@ -33,7 +34,8 @@ def _outcome(name, device, fixes, ok=True):
 def test_best_run_prefers_a_verified_gpu_run():
     entry = {"devices": {"cpu": {"verified": True, "torch": "2.1"}, "cuda": {"verified": True, "torch": "2.2"},
                          "rocm": {"verified": False, "torch": "2.3"}}}
-    assert best_run(entry) == {"verified": True, "device": "cuda", "torch": "2.2", "transformers": None, "date": None}
+    assert best_run(entry) == {"verified": True, "device": "cuda", "torch": "2.2", "transformers": None, "date": None,
+                               "transformers_versions": []}
     entry["devices"]["cuda"]["verified"] = False
     assert best_run(entry)["device"] == "cpu"            # a verified CPU run beats failed GPU runs
     assert best_run({"devices": {}}) is None and best_run("x") is None
@@ -56,6 +58,62 @@ def test_merge_and_write_keep_other_devices(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_runs_are_kept_per_device_and_transformers_major(tmp_path):
+    """A 4.x run never overwrites the 5.x one: runs["<device>/transformers-<major>"] holds each,
+    devices["<device>"] (the older shape) the best of them, and the reader lists both majors."""
+    # the shape written before runs existed: one run per device, here a transformers 5 run
+    old = {"fixes": {"host-oom:grad-accum": {"scenario": "host-oom", "fix": "grad-accum", "verified": True,
+                                             "devices": {"cpu": {"torch": "2.13.0", "transformers": "5.24.0",
+                                                                 "date": "2026-01-01", "verified": True}}}}}
+    rec = merge_runs(old, [_outcome("host-oom", "cpu", [("grad-accum", True)])],
+                     {"torch": "2.13.0", "transformers": "4.57.6"}, "2026-01-02T00:00:00+00:00")
+    entry = rec["fixes"]["host-oom:grad-accum"]
+    assert sorted(entry["runs"]) == ["cpu/transformers-4", "cpu/transformers-5"]
+    assert entry["runs"]["cpu/transformers-5"]["date"] == "2026-01-01"        # the 5.x run survived
+    assert entry["runs"]["cpu/transformers-4"]["transformers"] == "4.57.6"
+    assert entry["devices"]["cpu"]["transformers"] == "5.24.0"                 # old readers: the newest major
+    shown = best_run(entry)
+    assert shown["transformers"] == "5.24.0" and shown["transformers_versions"] == ["4.57.6", "5.24.0"]
+    assert transformers_text(shown) == "transformers 4.57.6 and 5.24.0"
+    assert transformers_text(shown, "和") == "transformers 4.57.6 和 5.24.0"
+    assert entry["runs"]["cpu/transformers-4"]["rule_id"] == "cpu-allocator-oom"
+    # the same major again replaces only its own run; a failed 4.x run leaves the 5.x one shown alone
+    rec = merge_runs(rec, [_outcome("host-oom", "cpu", [("grad-accum", False)], ok=False)],
+                     {"torch": "2.13.0", "transformers": "4.57.7"}, "2026-01-03T00:00:00+00:00")
+    entry = rec["fixes"]["host-oom:grad-accum"]
+    assert len(entry["runs"]) == 2 and entry["runs"]["cpu/transformers-4"]["verified"] is False
+    assert best_run(entry)["transformers_versions"] == ["5.24.0"] and entry["verified"] is True
+    assert entry["devices"]["cpu"]["verified"] is True
+    sc = rec["scenarios"]["host-oom"]
+    assert sorted(sc["runs"]) == ["cpu/transformers-4"] and sc["devices"]["cpu"]["transformers"] == "4.57.7"
+    # what old readers look at still works: devices[...] with the run keys
+    write_record(tmp_path / "verified.json", rec)
+    doc = read_record(tmp_path / "verified.json")
+    assert {"verified", "torch", "transformers", "date"} <= set(doc["fixes"]["host-oom:grad-accum"]["devices"]["cpu"])
+
+
+def test_triage_and_kb_name_both_majors():
+    import dataclasses
+
+    rs = llmtriage.load_rules()
+    key = next(f["verified_by"] for r in rs.rules for f in r["fixes"] if f.get("verified_by"))
+    rule = next(r for r in rs.rules for f in r["fixes"] if f.get("verified_by") == key)
+    run = {"torch": "2.13.0", "date": "2026-01-01", "verified": True, "device": "cpu"}
+    table = {key: {"runs": {"cpu/transformers-4": dict(run, transformers="4.57.6"),
+                            "cpu/transformers-5": dict(run, transformers="5.24.0")}}}
+    rs2 = dataclasses.replace(rs, verified=table)
+    rep = llmtriage.scan_source(llmtriage.get_engine(rs2), (rule["examples"]["match"][0]["log"] + "\n").encode())
+    fx = next(f for f in rep.findings[0].fixes if f.get("verified_by") == key)
+    assert fx["verification"]["transformers_versions"] == ["4.57.6", "5.24.0"]
+    out = io.StringIO()
+    render_human([rep], out)
+    assert "✔ verified (cpu, torch 2.13.0, transformers 4.57.6 and 5.24.0)" in out.getvalue()
+    page = rule_page(rs2, rule)
+    f = next(f for f in page["fixes"] if f["verified_by"] == key)
+    L = load_kb_words().label_set("en")
+    assert "(torch 2.13.0, transformers 4.57.6 and 5.24.0, 2026-01-01)" in verification_text(f["verification"], key, L)
+
+
 def test_triage_kb_and_verify_read_the_same_record():
     rs = llmtriage.load_rules()
     assert rs.verified == fix_table(read_record(files.verified_path()))
@@ -71,7 +129,7 @@ def test_triage_kb_and_verify_read_the_same_record():
     rep = llmtriage.analyze(rule["examples"]["match"][0]["log"] + "\n")
     fx = next(f for f in rep.findings[0].fixes if f.get("verified_by") == key)
     assert fx["verified"] is from_kb["verified"]
-    assert fx["verification"] == {k: from_kb[k] for k in ("device", "torch", "transformers", "date")}
+    assert fx["verification"] == {k: from_kb[k] for k in ("device", "torch", "transformers", "date", "transformers_versions")}
 
 
 def test_report_words_exist_in_both_languages():

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,6 +101,32 @@ def test_verified_file_is_generated_not_handwritten():
         assert reproducers.get(sc_name).fix(fix)  # every record names an existing variant
         for dev, r in entry["devices"].items():
             assert {"verified", "torch", "transformers", "date"} <= set(r)
+
+
+def test_saved_genuine_logs_agree_with_their_meta():
+    """fixtures/reproduced/<scenario>.<variant>[.transformers-N].log: a genuine log saved by
+    `verify --save-logs`, its .meta.yaml beside it (versions, what triage named). The golden of a
+    failing run names the rule recorded at save time; a verified fix's log has no error of the
+    scenario's category. Logs of both transformers majors are kept where their wording differs."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "reproduced"
+    majors = set()
+    for log in sorted(root.glob("*.log")):
+        meta = yaml.safe_load(log.with_name(log.name[:-4] + ".meta.yaml").read_text(encoding="utf-8"))
+        sc = reproducers.get(meta["scenario"])
+        assert meta["variant"] in [v.name for v in sc.variants()], log.name
+        stem = f"{meta['scenario']}.{meta['variant']}"
+        major = str(meta["transformers"]).split(".")[0]
+        majors.add(major)
+        assert log.name in (f"{stem}.log", f"{stem}.transformers-{major}.log"), log.name
+        golden = json.loads(log.with_name(log.name[:-4] + ".expected.json").read_text(encoding="utf-8"))
+        if meta["kind"] == "fail":
+            assert golden["findings"][0]["rule_id"] == meta["detected_as"]["rule_id"], log.name
+        elif meta["verified"]:
+            assert not [f for f in golden["findings"]
+                        if f["severity"] == "error" and f["category"] == meta["category"]], log.name
+    assert {"4", "5"} <= majors
 
 
 def test_cli_list():

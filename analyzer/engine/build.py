@@ -101,5 +101,6 @@ def _fix(ruleset: Any, f: dict[str, Any]) -> dict[str, Any]:
         rec = best_run(getattr(ruleset, "verified", {}).get(f["verified_by"]))
         out["verified"] = bool(rec and rec.get("verified") is True)
         if rec:
-            out["verification"] = {k: rec.get(k) for k in ("device", "torch", "transformers", "date")}
+            out["verification"] = {k: rec.get(k) for k in ("device", "torch", "transformers", "date",
+                                                            "transformers_versions")}
     return out

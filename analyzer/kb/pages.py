@@ -16,7 +16,7 @@ from llmtriage.engine.redact import redact
 from llmtriage.report.render import render_human
 from llmtriage.report.texts import report_labels
 from llmtriage.ruleset.loader import builtin_rules_dir
-from llmtriage.ruleset.verified import verification
+from llmtriage.ruleset.verified import transformers_text, verification
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -131,7 +131,7 @@ def verification_text(v: Optional[dict[str, Any]], key: Optional[str], labels: d
     if v is None:
         return f"{labels['not_run']} ({key})"
     bits = [b for b in (f"torch {v['torch']}" if v.get("torch") else None,
-                        f"transformers {v['transformers']}" if v.get("transformers") else None,
+                        transformers_text(v, labels["and"]),
                         str(v["date"])[:10] if v.get("date") else None) if b]
     where = f"{labels['on']} {v.get('device') or '?'}" + (f" ({', '.join(bits)})" if bits else "")
     return f"{'✔ ' + labels['verified'] if v['verified'] else '✖ ' + labels['not_verified']} {where} [{key}]"

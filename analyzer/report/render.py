@@ -14,6 +14,7 @@ from llmtriage.engine.redact import redact, safe_reports
 from llmtriage.report.style import SEV, Style, cut, text_width, wrap
 from llmtriage.detect.verdict import next_line, status_word
 from llmtriage.report.texts import report_labels
+from llmtriage.ruleset.verified import transformers_text
 
 # name -> "module:function" (lazy) or a function(reports, stream, **opts)
 RENDERERS: dict[str, Any] = {
@@ -138,7 +139,7 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                         if fx.get("verified"):
                             v = fx.get("verification") or {}
                             how = ", ".join(x for x in (v.get("device"), v.get("torch") and f"torch {v['torch']}",
-                                                        v.get("transformers") and f"transformers {v['transformers']}") if x)
+                                                        transformers_text(v, L["and"])) if x)
                             mark = f" {st('✔ ' + L['verified'] + (f' ({how})' if how else ''), 'green')}"
                         out.write(f"    {n}. {st(fx['title'], 'bold')}{mark}\n")
                         out.write(f"       {wrap(fx['detail'], width, 7)}\n")
