@@ -87,7 +87,7 @@ def test_heavy_libraries_never_imported_at_module_level():
 
 
 def test_core_modules_do_not_import_upper_layers():
-    layer0 = {"ruleset.model", "ruleset.yamlpos", "engine.logparse", "engine.quoted", "findings", "errors"}
+    layer0 = {"ruleset.model", "ruleset.yamlpos", "engine.logparse", "engine.quoted", "findings", "errors", "templates"}
     for name in layer0:
         tree = ast.parse((ROOT / "analyzer" / (name.replace(".", "/") + ".py")).read_text())
         for node in ast.walk(tree):

@@ -251,16 +251,19 @@ def test_detector_texts_are_complete():
     from llmtriage.detect.metric_findings import detector_texts
 
     texts = detector_texts()
-    assert set(texts) == set(RULE_IDS) | {"collective_hang"}      # collective_hang: detect/threaddump
-    assert texts["collective_hang"]["rule_id"] == "thread-dump-collective-hang"
+    # collective_hang: detect/threaddump; hung_until_killed: detect/hung
+    verdict_ids = {"collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed"}
+    assert set(texts) == set(RULE_IDS) | set(verdict_ids)
     for kind, entry in texts.items():
-        assert entry["rule_id"] == RULE_IDS.get(kind, "thread-dump-collective-hang")
+        assert entry["rule_id"] == RULE_IDS.get(kind) or entry["rule_id"] == verdict_ids[kind]
         en, zh = entry["en"], entry["zh"]
         for lang in (en, zh):
             assert all(lang[k].strip() for k in ("title", "message", "what", "why")), kind
             assert lang["fixes"] and all(f["title"] and f["detail"] for f in lang["fixes"]), kind
         assert len(en["fixes"]) == len(zh["fixes"]), kind
         assert template_names(en["message"]) == template_names(zh["message"]), kind
+        if "kill_reason" in en:
+            assert template_names(en["kill_reason"]) == template_names(zh["kill_reason"]), kind
 
 
 # ---------------------------------------------------------------- formats added for issue 14
