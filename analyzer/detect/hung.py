@@ -20,6 +20,7 @@ from llmtriage.engine.logwindow import parse_time
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
 
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d|[IWEF][01]?\d\d\d \d\d:\d\d:\d\d\.")
 _RATE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
 _DISTRIBUTED = re.compile(r"NCCL|\[rank\d+\]|torchrun|torch\.distributed|WORLD_SIZE|world_size|deepspeed|ProcessGroup",
                           re.IGNORECASE)
@@ -63,16 +64,19 @@ def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, sp
         if n == progress:
             prog_row = text
         if progress <= n < kill.line and since is None:
-            t = parse_time(text, year)
-            if t is not None and t[0] == "iso":
-                since, at_line = t[1], n
+            # of the line's time stamps the latest not after the kill: a prefix a collector added
+            # later is another clock
+            stamps = [t[1] for t in (parse_time(text[m.start():], year) for m in _STAMP.finditer(text))
+                      if t is not None and t[0] == "iso" and t[1] <= stamp[1]]
+            if stamps:
+                since, at_line = max(stamps), n
     if since is None or not distributed:
         return
     gap = stamp[1] - since
     step = _step_seconds(report, prog_row)
     need = max(float(spec["min_gap_s"]), float(spec["step_factor"]) * step) if step else float(spec["min_gap_unknown_s"])
-    if gap < need:
-        return
+    if gap < need or gap > float(spec["max_gap_s"]):
+        return      # no hang, or two clocks that do not belong together (a prefix added later)
     entry = detector_texts()["hung_until_killed"]
     text = entry["zh" if lang == "zh" else "en"]
     values = {"gap": _hours(gap), "line": str(progress), "at": str(at_line),
