@@ -16,11 +16,10 @@ from typing import Any, Optional
 
 from llmtriage.detect.metric_findings import detector_texts
 from llmtriage.detect.scanner import Scanner
-from llmtriage.engine.logwindow import parse_time
+from llmtriage.engine.logwindow import parse_time, parse_times
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
 
-_STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d|[IWEF][01]?\d\d\d \d\d:\d\d:\d\d\.")
 _RATE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
 _DISTRIBUTED = re.compile(r"NCCL|\[rank\d+\]|torchrun|torch\.distributed|WORLD_SIZE|world_size|deepspeed|ProcessGroup",
                           re.IGNORECASE)
@@ -66,8 +65,7 @@ def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, sp
         if progress <= n < kill.line and since is None:
             # of the line's time stamps the latest not after the kill: a prefix a collector added
             # later is another clock
-            stamps = [t[1] for t in (parse_time(text[m.start():], year) for m in _STAMP.finditer(text))
-                      if t is not None and t[0] == "iso" and t[1] <= stamp[1]]
+            stamps = [t for kind, t in parse_times(text, year) if kind == "iso" and t <= stamp[1]]
             if stamps:
                 since, at_line = max(stamps), n
     if since is None or not distributed:

@@ -1,6 +1,6 @@
 """Time stamps and line windows of a log file, shared by the job analysis and the fleet reader.
 
-`parse_time(text)` finds the first time stamp of a line (ISO date-time, glog without a year, or
+`parse_time(text)` finds the first time stamp of a line (`parse_times` every one) (ISO date-time, glog without a year, or
 `[HH:MM:SS]`); `lines_around(path, line)` reads the lines around one line of a file in bounded
 memory (from the tail when the window is near the end); `time_at(window, line)` picks the time stamp
 of a line from such a window.
@@ -44,6 +44,18 @@ def parse_time(text: str, year: int = 1970) -> Optional[tuple[str, float]]:
         h, mi, s = (int(x) for x in m.groups()[:3])
         return "hms", h * 3600 + mi * 60 + s + (float("0." + m.group(4)) if m.group(4) else 0.0)
     return None
+
+
+def parse_times(text: str, year: int = 1970) -> list[tuple[str, float]]:
+    """Every ISO or glog time stamp of `text`, in order (`parse_time` gives the first only): a line a
+    collector prefixed with its own clock carries two."""
+    out = []
+    for rx in (_ISO, _GLOG):
+        for m in rx.finditer(text):
+            t = parse_time(text[m.start():], year)
+            if t is not None:
+                out.append((m.start(), t))
+    return [t for _, t in sorted(out)]
 
 
 def lines_around(path: Path, line: int, before: int = TIME_WINDOW, after: int = TIME_WINDOW,

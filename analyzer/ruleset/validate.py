@@ -6,7 +6,6 @@ Imports yaml, pydantic and `regex`: only a cache miss (`loader`) and `rules vali
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,6 +17,7 @@ from llmtriage.ruleset.files import (SECRETS_FILE, builtin_rules_dir, load_data_
 from llmtriage.ruleset.verified import fix_table, read_record
 from llmtriage.ruleset.model import LocaleOverlay, Rule
 from llmtriage.ruleset.regexcheck import check_regex, group_names
+from llmtriage.templates import CHECK_RE
 from llmtriage.ruleset.rules import RuleSet
 from llmtriage.ruleset.secrets import load_secrets
 from llmtriage.ruleset.yamlpos import YamlSyntaxError, compose, key_node, locate, scalar_style
@@ -177,10 +177,11 @@ def validate_rule_file(path: Path, root: Path, taxonomy: dict[str, str], probe: 
     if groups_per_any and rule.match.checks:
         known = set().union(*groups_per_any) | req_groups
         for i, c in enumerate(rule.match.checks):
-            names = [x for x in re.findall(r"[A-Za-z_]\w*", c)]
-            for name in names:
-                if name not in known:
-                    add(("match", "checks", i), f"check {c!r} names '{name}', not a named group of the rule's patterns")
+            m = CHECK_RE.match(c)     # the model already refused a check this does not parse
+            for name in (m.group(1), m.group(3)) if m else ():
+                if name[0].isalpha() or name[0] == "_":
+                    if name not in known:
+                        add(("match", "checks", i), f"check {c!r} names '{name}', not a named group of the rule's patterns")
     if rule.message.count("[") != rule.message.count("]"):
         add(("message",), "unbalanced [..] segment")
     for i, ex in enumerate(rule.examples.match):
