@@ -43,3 +43,14 @@ def test_a_gap_of_a_few_long_steps_is_no_hang():
         "[rank0] NCCL", " 2%|▏ | 8/400 [6:40:00<326:40:00, 3000.00s/it]\n[rank0] NCCL")
     errors, _ = _errors(log)
     assert errors[0].rule_id != "verdict-hung-until-killed"
+
+
+def test_a_server_log_pasted_after_the_kill_is_not_the_jobs_progress():
+    # the user appended the rollout server's tail under the job's log: its request lines come after the
+    # kill, and the job's own last progress is the step before the silence
+    tail = ("$ tail -2 vllm_server.log\n"
+            'INFO:     127.0.0.1:40112 - "POST /update_named_param/ HTTP/1.1" 200 OK\n'
+            'INFO:     127.0.0.1:40112 - "POST /update_named_param/ HTTP/1.1" 200 OK\n')
+    errors, rep = _errors(_log("03:18:30", "12:00:22") + tail)
+    assert errors[0].rule_id == "verdict-hung-until-killed", [f.rule_id for f in errors]
+    assert "line 10" in errors[0].message

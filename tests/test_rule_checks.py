@@ -39,3 +39,23 @@ def test_placeholder_counts_pick_the_cause(tokens, features, rule):
            "    raise ValueError(\n"
            f"ValueError: Image features and image tokens do not match: tokens: {tokens}, features {features}\n")
     assert _top(log) == rule
+
+
+def test_a_later_hit_that_passes_the_checks_counts():
+    """The first hit fails the check (fewer placeholders: truncation's), a later rank's passes: the rule
+    fires on that later line with that line's numbers."""
+    err = "ValueError: Image features and image tokens do not match: tokens: {t}, features {f}\n"
+    log = ("[rank0]: " + err.format(t=1952, f=2916)
+           + "step 3 ok\n" * 3
+           + "[rank1]: " + err.format(t=2117, f=2116))
+    rep = analyze(log)
+    hit = [f for f in rep.findings if f.rule_id == "mm-placeholders-exceed-features"]
+    assert hit, [f.rule_id for f in rep.findings]
+    assert hit[0].line == 5
+    assert hit[0].captures["tokens"] == "2117" and "2117" in hit[0].message
+
+
+def test_no_hit_passing_the_checks_stays_silent():
+    err = "ValueError: Image features and image tokens do not match: tokens: {t}, features {f}\n"
+    log = err.format(t=1952, f=2916) + err.format(t=720, f=360)
+    assert not [f for f in analyze(log).findings if f.rule_id == "mm-placeholders-exceed-features"]

@@ -51,8 +51,8 @@ def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, sp
     if kill is None or any(f.line > 0 and f.category not in spec["over"] and f is not kill for f in errors):
         return      # another error explains the job; this is only about a kill nothing else explains
     stamp = parse_time(kill.evidence)
-    progress = scanner.last_progress
-    if stamp is None or stamp[0] != "iso" or not progress or progress >= kill.line:
+    progress = scanner.last_progress_before(kill.line)
+    if stamp is None or stamp[0] != "iso" or not progress:
         return
     year = datetime.fromtimestamp(stamp[1]).year
     since, at_line, prog_row = None, 0, ""

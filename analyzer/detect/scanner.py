@@ -288,6 +288,22 @@ class Scanner:
                 if n >= first:
                     yield n, raw
 
+    def last_progress_before(self, line: int, window: int = 400) -> int:
+        """The last progress line before line `line` (1-based) among the `window` lines before it, when
+        they are still in the last two blocks, else 0: the job's own last progress when a second
+        file's tail (a server log pasted under the job's) comes after its end."""
+        if self.last_progress and self.last_progress < line:
+            return self.last_progress
+        best = 0
+        for n, raw in self._rows(max(1, line - window)):
+            if n >= line:
+                break
+            shown = _shown(raw)
+            if any(lit in shown for m in self._progress_markers for lit in m.literals) and \
+                    any(m.regex.search(shown) for m in self._progress_markers):
+                best = n
+        return best
+
     @property
     def last_progress(self) -> int:
         if self._last_prog is None:

@@ -43,6 +43,21 @@ def _captures(rule: dict[str, Any], text: str) -> dict[str, str]:
     return {}
 
 
+def _later_hit_passing(rule: dict[str, Any], more: list[tuple[int, bytes]],
+                       caps: dict[str, str]) -> Any:
+    """The first later hit whose own numbers pass the rule's checks (line, prefix, captures), or None:
+    a rule whose first hit fails a check ('72 placeholders, 72 features') may hold on a later one."""
+    for line_no, seg in more:
+        pre = split_prefix(normalise_text(decode_line(seg)[0]))
+        own = _captures(rule, pre.text)
+        if not own:
+            continue
+        merged = {**caps, **own}
+        if checks_hold(rule["match"]["checks"], merged):
+            return line_no, pre, merged
+    return None
+
+
 def _seg_text(seg: bytes) -> str:
     return split_prefix(normalise_text(decode_line(seg)[0])).text
 
@@ -63,7 +78,7 @@ def findings(scan: Any) -> list[Finding]:
         # the line as the rule saw it when the rule's pattern spells the prefix out (a timestamp)
         caps = _captures(rule, pre.text) or _captures(rule, normalise_text(raw_text))
         wanted = set(PLACEHOLDER.findall(rule["message"]))
-        for seg in st.more_segs:
+        for _, seg in st.more_segs:
             if wanted <= set(caps):
                 break
             for k, v in _captures(rule, _seg_text(seg)).items():
@@ -78,15 +93,19 @@ def findings(scan: Any) -> list[Finding]:
                     for k, v in m.groupdict().items():
                         if v is not None:
                             caps.setdefault(k, v)
+        line = st.first_line
         if rule["match"].get("checks") and not checks_hold(rule["match"]["checks"], caps):
-            continue
+            later = _later_hit_passing(rule, st.more_segs, caps)
+            if later is None:
+                continue
+            line, pre, caps = later
         text = eng.ruleset.text(rule, scan.lang)
         rank = pre.rank
         if rank is None and caps.get("rank", "").isdigit():
             rank = int(caps["rank"])
         out.append(Finding(
             rule_id=rule["id"], category=rule["category"], severity=rule["severity"], title=text["title"],
-            message=render_template(text["message"], caps), line=st.first_line, evidence=clip(pre.text.strip(), 2000),
+            message=render_template(text["message"], caps), line=line, evidence=clip(pre.text.strip(), 2000),
             rank=rank, count=st.count, captures=caps, cause=text["explain"]["why"],
             explanation=text["explain"]["what"], fixes=[_fix(eng.ruleset, f) for f in text["fixes"]], role=rule["role"],
             confidence=rule["confidence"], priority=rule["priority"], last_line=st.last_line,

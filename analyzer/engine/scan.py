@@ -65,7 +65,8 @@ class RuleState:
     first_line: int = 0
     last_line: int = 0
     first_seg: bytes = b""
-    more_segs: list[bytes] = field(default_factory=list)   # a few later hits, for captures the first lacks
+    more_segs: list[tuple[int, bytes]] = field(default_factory=list)   # a few later hits (line, segment):
+    #                                   captures the first lacks, and a hit whose numbers pass the rule's checks
     ranks: set[int] = field(default_factory=set)
     sampled: int = 0
 
@@ -330,7 +331,7 @@ class Scan:
                 if st.count and line_no == st.last_line:
                     continue
                 if st.count and len(st.more_segs) < CAPTURE_SAMPLES:
-                    st.more_segs.append(segment)
+                    st.more_segs.append((line_no, segment))
                 st.count += 1
                 st.last_line = line_no
                 if st.sampled < RANK_SAMPLES and len(st.ranks) < MAX_RANKS:
