@@ -30,6 +30,7 @@ from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
 from llmtriage.detect.corroborate import corroborate
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
+from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, unknown_finding
@@ -279,6 +280,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _settled(findings, scanner, lang)
     _stalled(findings, scanner, status, lang)
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
+    memory_at_limit(findings, scanner, report, verdict_spec().get("memory_at_limit"), lang)
     errors = [f for f in findings if f.severity == "error"]
     judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
     if exc is not None and not errors and not judged_here:     # a rule judged that very line: no second opinion
