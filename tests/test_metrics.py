@@ -251,8 +251,9 @@ def test_detector_texts_are_complete():
     from llmtriage.detect.metric_findings import detector_texts
 
     texts = detector_texts()
-    # collective_hang: detect/threaddump; hung_until_killed: detect/hung
-    verdict_ids = {"collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed"}
+    # collective_hang: detect/threaddump; hung_until_killed: detect/hung; memory_at_limit: detect/accounting
+    verdict_ids = {"collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
+                   "memory_at_limit": "verdict-memory-at-limit"}
     assert set(texts) == set(RULE_IDS) | set(verdict_ids)
     for kind, entry in texts.items():
         assert entry["rule_id"] == RULE_IDS.get(kind) or entry["rule_id"] == verdict_ids[kind]
@@ -544,3 +545,15 @@ def test_a_preference_loss_flat_at_ln2_is_chance_level_no_grad():
 def test_a_quantizers_per_module_loss_is_no_training_record():
     assert P.parse_line(b"INFO  {'process': 'gptq', 'layer': 0, 'module': 'self_attn.k_proj', 'loss': '0.02098', "
                         b"'damp': '0.01000', 'time': '1.068'}") is None
+
+
+def test_a_loss_of_exactly_zero_on_every_record_is_an_error():
+    """After a first real loss, 0.0 on every record with a steady grad_norm: no label token is counted."""
+    from llmtriage import analyze
+    lines = ["{'loss': 1.3972, 'grad_norm': 7.84, 'learning_rate': 2.4e-07, 'epoch': 0.01}"]
+    lines += [f"{{'loss': 0.0, 'grad_norm': 1.0625, 'learning_rate': {2.4e-07 * (i + 2):.3e}, 'epoch': {0.01 * (i + 2):.2f}}}"
+              for i in range(30)]
+    rep = analyze("\n".join(lines) + "\n")
+    top = rep.findings[0]
+    assert top.rule_id == "metric-flat-loss" and top.severity == "error"
+    assert "exactly 0" in top.message

@@ -265,10 +265,16 @@ def _flat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     # a pairwise preference loss (DPO, a reward model) flat at ln 2 is chance level: chosen and rejected
     # still score the same, the policy never moved from the reference
     chance = abs(hi - math.log(2)) <= 5e-4 and abs(lo - math.log(2)) <= 5e-4  # type: ignore[operator]
-    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero or chance) else "warning", run[0].line, run[-1].line,
+    # a supervised loss of exactly 0 on every record is no loss at all: no label token is counted
+    # (every label masked, a template that cuts the answer) or a filter zeroes it; a trained model
+    # never reaches an exact 0 on real text
+    zero_loss = hi == 0 and lo == 0
+    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero or chance or zero_loss) else "warning",
+                    run[0].line, run[-1].line,
                     run[0].step, len(run), {"loss": fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at,
                                             "records": len(run), "grad_norm": fmt(grads[-1]) if grads else None,
-                                            "grad_zero": zero, "lr_zero": lr_zero, "chance": "ln 2" if chance else None})]
+                                            "grad_zero": zero, "lr_zero": lr_zero, "chance": "ln 2" if chance else None,
+                                            "zero_loss": "0" if zero_loss and not zero else None})]
 
 
 def _span(a: Record, b: Record) -> int:
