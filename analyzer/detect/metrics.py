@@ -69,7 +69,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   periodic_factor    3.0   a "long step": > this x the median step time; periodic when >= periodic_min
   periodic_min       4     ... long steps come at a fixed interval
   idle_gpus          0.75  an nvidia-smi snapshot taken during training is "idle" when this share of GPUs is idle
-  idle_util          5     ... a GPU is idle at or below this utilisation (%): a kernel ran 5% of the sample period
+  idle_util          15    ... a GPU is idle at or below this utilisation (%): a kernel ran at most 15% of the
+                           sample period (a training step keeps a GPU busy well over half of it)
   mem_low            0.3   GPU memory used below this share of capacity on every GPU (batch too small)
   gen_share          0.6   RL: generation takes at least this share of the step time
   decode_min         5.0   serving: generated tokens/s per running request below this
@@ -136,7 +137,7 @@ class Thresholds:
     periodic_factor: float = 3.0
     periodic_min: int = 4
     idle_gpus: float = 0.75
-    idle_util: float = 5.0
+    idle_util: float = 15.0
     mem_low: float = 0.3
     gen_share: float = 0.6
     decode_min: float = 5.0

@@ -334,7 +334,8 @@ class ThroughputTracker:
         idle = [s for s in snaps if n_idle(s) >= th.idle_gpus * len(s)]
         if snaps and len(idle) * 2 >= len(snaps):
             worst = max(idle, key=n_idle)
-            nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{n_idle(worst)}/{len(worst)}")
+            nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{n_idle(worst)}/{len(worst)}",
+                        idle_util=f"{th.idle_util:g}")
             first_line = first_line or idle[0][0][3]
             last_line = max(last_line, idle[-1][-1][3])
         elif idle and len(snaps) >= 3:

@@ -32,6 +32,7 @@ from llmtriage.detect.corroborate import corroborate
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.hung import hung_until_killed
+from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, unknown_finding
 
@@ -273,6 +274,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     status, evidence = status_of(scanner, exceptions, exc, report.lines)
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
+    wrapped_message(findings, [*exceptions, *([exc] if exc is not None else [])], scanner, engine, rules_by_id,
+                    verdict_spec().get("wrapped_message"))
     weak = status == "finished" and evidence is not None and evidence["name"] in verdict_spec().get("weak_finish", ())
     _judge_fatality(findings, scanner, status, evidence if status == "finished" and not weak else None, lang,
                     evidence["line"] if status == "crashed" and evidence else None)

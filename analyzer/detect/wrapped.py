@@ -1,0 +1,55 @@
+"""An exception message wrapped over several lines (rich tracebacks, terminals that fold long lines,
+`logging` of a multi-line message): the rules match lines, so a message split after "is not" matches
+no rule and the launcher's summary wins. When the final exception's message continues on the next
+lines (no new record opens there) and no cause rule names those lines, the joined message is scanned
+once more as one line, and the cause rules it matches become findings on the exception's line.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Any, Optional
+
+from llmtriage.detect.scanner import Scanner
+from llmtriage.engine.logparse import split_prefix
+from llmtriage.findings import ExceptionInfo, Finding
+
+_MAX_JOINED = 4000
+_HEADLINE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S")
+
+
+def wrapped_message(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner, engine: Any,
+                    rules_by_id: dict[str, Any], spec: Optional[dict[str, Any]]) -> None:
+    """Each of the last `spec["exceptions"]` exceptions of the log (a worker's, before its launcher's)."""
+    if engine is None or not spec:
+        return
+    heads: dict[int, Optional[int]] = {e.line: e.rank for e in exceptions if e.line > 0}
+    for n, raw in scanner.rows(0):      # exception lines the traceback parser did not take (a rich box's)
+        if b"rror: " in raw or b"xception: " in raw:
+            text = split_prefix(raw.decode("utf-8", "replace")).text
+            if _HEADLINE.match(text):
+                heads.setdefault(n, None)
+    for line in sorted(heads)[-int(spec["exceptions"]):]:
+        _one(findings, line, heads[line], scanner, engine, rules_by_id, spec)
+
+
+def _one(findings: list[Finding], line: int, rank: Optional[int], scanner: Scanner, engine: Any,
+         rules_by_id: dict[str, Any], spec: dict[str, Any]) -> None:
+    k = scanner.continuation_after(line, int(spec["max_lines"]))
+    if not k:
+        return
+    last = line + k
+    if any(f.severity == "error" and f.role == "cause" and line <= f.line <= last for f in findings):
+        return      # a rule already reads the message
+    parts = [split_prefix(scanner.line_text(n)).text.strip() for n in range(line, last + 1)]
+    if not all(parts):
+        return
+    joined = " ".join(parts)[:_MAX_JOINED]
+    sub = engine.scan(io.BytesIO(joined.encode("utf-8", "surrogateescape")), "-")
+    known = {f.rule_id for f in findings}
+    for f in sub.findings:
+        if f.severity != "error" or f.role != "cause" or f.rule_id in known or f.rule_id not in rules_by_id:
+            continue
+        f.line, f.last_line, f.rank, f.count = line, last, rank, 1
+        f.judgement = None
+        findings.append(f)
