@@ -27,3 +27,19 @@ def test_a_message_a_rule_already_reads_is_left_alone():
            "of which 1.2 GiB is free\n")
     errors = _errors(log)
     assert errors[0].category == "cuda-oom" and len([f for f in errors if f.category == "cuda-oom"]) == 1
+
+
+def test_another_programs_output_quoted_with_escaped_newlines():
+    inner = ("INFO:convert:Loading model: m\\nTraceback (most recent call last):\\n  File \\\"convert.py\\\", line 9, "
+             "in <module>\\n    main()\\nModuleNotFoundError: No module named \\'sentencepiece\\'\\n")
+    log = ("Traceback (most recent call last):\n  File \"app.py\", line 40, in process\n"
+           "    raise Exception(f\"Error converting to fp16: {result.stderr}\")\n"
+           f"Exception: Error converting to fp16: b'{inner}'\n")
+    errors = _errors(log)
+    assert errors[0].category == "missing-dependency" and errors[0].line == 4
+    assert "sentencepiece" in errors[0].message
+
+
+def test_a_few_escaped_newlines_in_a_message_are_left_alone():
+    log = "ValueError: bad prompt template 'a\\nb'\n"
+    assert all(f.line != 1 or f.rule_id == "unknown" for f in analyze(log).findings)

@@ -15,7 +15,10 @@ from llmtriage.engine.logparse import split_prefix
 from llmtriage.findings import ExceptionInfo, Finding
 
 _MAX_JOINED = 4000
-_HEADLINE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S")
+_MAX_ESCAPED = 64_000
+_ESCAPE = re.compile(r"\\([nrt'\"\\])")
+_ESCAPES = {"n": "\n", "r": "\n", "t": "\t", "'": "'", '"': '"', "\\": "\\"}
+_HEADLINE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception): \S")
 
 
 def wrapped_message(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner, engine: Any,
@@ -33,19 +36,41 @@ def wrapped_message(findings: list[Finding], exceptions: list[ExceptionInfo], sc
         _one(findings, line, heads[line], scanner, engine, rules_by_id, spec)
 
 
+def _full_line(scanner: Scanner, line: int) -> str:
+    """Line `line` whole (Scanner.line_text clips long lines), as a terminal shows it."""
+    for n, raw in scanner.rows(line):
+        if n == line:
+            return raw[:_MAX_ESCAPED].decode("utf-8", "replace").rstrip("\r").rsplit("\r", 1)[-1]
+        if n > line:
+            break
+    return ""
+
+
+def _unescape(text: str) -> str:
+    """A subprocess's output as a Python repr shows it (b'...\\n...'): its lines back."""
+    return _ESCAPE.sub(lambda m: _ESCAPES[m.group(1)], text)
+
+
 def _one(findings: list[Finding], line: int, rank: Optional[int], scanner: Scanner, engine: Any,
          rules_by_id: dict[str, Any], spec: dict[str, Any]) -> None:
-    k = scanner.continuation_after(line, int(spec["max_lines"]))
-    if not k:
-        return
-    last = line + k
+    head = split_prefix(_full_line(scanner, line)).text
+    if head.count("\\n") >= int(spec["escaped_lines"]):
+        # another program's output quoted in the message with its newlines escaped ("Error converting
+        # to fp16: b'...Traceback...\\nFileNotFoundError: ...'"): read it as the log it was
+        last = line
+        text = _unescape(head)
+    else:
+        k = scanner.continuation_after(line, int(spec["max_lines"]))
+        if not k:
+            return
+        last = line + k
+        parts = [split_prefix(scanner.line_text(n)).text.strip() for n in range(line, last + 1)]
+        if not all(parts):
+            return
+        text = " ".join(parts)[:_MAX_JOINED]
     if any(f.severity == "error" and f.role == "cause" and line <= f.line <= last for f in findings):
         return      # a rule already reads the message
-    parts = [split_prefix(scanner.line_text(n)).text.strip() for n in range(line, last + 1)]
-    if not all(parts):
-        return
-    joined = " ".join(parts)[:_MAX_JOINED]
-    sub = engine.scan(io.BytesIO(joined.encode("utf-8", "surrogateescape")), "-")
+    sub = engine.scan(io.BytesIO(text.encode("utf-8", "surrogateescape")), "-")
     known = {f.rule_id for f in findings}
     for f in sub.findings:
         if f.severity != "error" or f.role != "cause" or f.rule_id in known or f.rule_id not in rules_by_id:
