@@ -221,6 +221,9 @@ def _raised_in(headline: str, *files: str) -> str:
       "/py/site-packages/deepspeed/runtime/swap_tensor/partitioned_optimizer_swapper.py"], "deepspeed-config"),
     # a checkpoint written by another tool lacks a key Megatron's loader reads
     ("KeyError", "'iteration'", ["/ws/Megatron-LM-23.06/megatron/checkpointing.py"], "state-dict-keys"),
+    # Unsloth's rewritten attention read a head_dim of 0 from a config of another transformers release
+    ("RuntimeError", "shape '[1, 1410, 28, 0]' is invalid for input of size 5053440",
+     ["/py/site-packages/unsloth/models/_utils.py", "/py/site-packages/unsloth/models/llama.py"], "dependency-mismatch"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -237,6 +240,8 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     ("AssertionError", "", ["/py/site-packages/deepspeed/runtime/engine.py", "/app/a.py", "/app/b.py", "/app/c.py"]),  # DeepSpeed not innermost
     ("AttributeError", "'Linear' object has no attribute 'ds_grads_remaining'",
      ["/py/site-packages/deepspeed/runtime/zero/stage3.py"]),                  # not a type the DeepSpeed shape takes
+    ("RuntimeError", "shape '[4, 512]' is invalid for input of size 2000",
+     ["/app/unsloth_compiled_cache/UnslothSFTTrainer.py"]),                    # Unsloth's generated trainer, not its model patches
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues
