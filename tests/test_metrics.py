@@ -557,3 +557,42 @@ def test_a_loss_of_exactly_zero_on_every_record_is_an_error():
     top = rep.findings[0]
     assert top.rule_id == "metric-flat-loss" and top.severity == "error"
     assert "exactly 0" in top.message
+
+
+def _eval_log(values, bar_postfix=False):
+    out, step = [], 0
+    for v in values:
+        for _ in range(4):
+            step += 50
+            out.append(f"epoch 0 | step {step}/3000 | train_loss {3.41 + (step % 7) * 0.001:.4f} | lr 4.9e-05 | 1.86 it/s")
+        out.append(f"Epoch finished: eval_loss {v} | rouge1 0.0412")
+    if bar_postfix:
+        out = [f"Epoch 1:  {i}%|##  | {i}/100 [00:{i:02d}<00:10, 1.2it/s, loss={2.5 - i * 0.01:.3f}, val_loss=3.410]"
+               for i in range(1, 40)]
+    return "\n".join(out) + "\n"
+
+
+def test_the_same_eval_loss_at_every_evaluation_is_no_grad():
+    from llmtriage import analyze
+    rep = analyze(_eval_log(["3.4096", "3.4096", "3.4096"]))
+    top = rep.findings[0]
+    assert top.rule_id == "metric-eval-loss-frozen" and top.severity == "error" and top.category == "no-grad"
+
+
+def test_eval_losses_that_move_or_a_bar_postfix_raise_nothing():
+    from llmtriage import analyze
+    for log in (_eval_log(["3.4096", "3.3811", "3.3502"]), _eval_log(["3.41", "3.41"]),
+                _eval_log([], bar_postfix=True)):
+        assert not any(f.rule_id == "metric-eval-loss-frozen" for f in analyze(log).findings)
+
+
+def test_training_loss_lines_outside_a_table_do_not_loop():
+    """Regression: two 'training loss: X' lines (a header candidate of a notebook table on the line a
+    scan resumes from) sent the table reader back to the block's start forever."""
+    import subprocess
+    import sys
+    code = ("from llmtriage import analyze; "
+            "r = analyze('training loss: 0.30\\ntraining loss: 0.04\\n' * 3 + 'step 7 training loss: 0.02\\n'); "
+            "print(len(r.findings) >= 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "True" in out.stdout, out.stderr

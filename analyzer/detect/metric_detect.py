@@ -33,12 +33,14 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "overfit": "metric-tiny-data-memorised", "spike": "metric-loss-spike",
             "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low",
             "meg_noloss": "metric-megatron-loss-missing", "low_start": "metric-loss-near-zero-from-start",
-            "stuck": "metric-loss-stuck-from-start", "jump": "metric-loss-jumped-and-stayed"}
+            "stuck": "metric-loss-stuck-from-start", "jump": "metric-loss-jumped-and-stayed",
+            "eval_frozen": "metric-eval-loss-frozen"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
-            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44, "jump": 40}
+            "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44, "jump": 40,
+            "eval_frozen": 46}
 
 
 def fmt(x: Optional[float]) -> str:
@@ -455,6 +457,27 @@ def _spike(t: MetricTracker) -> list[Anomaly]:
         "spikes": t.spikes})]
 
 
+def _eval_frozen(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+    """Every evaluation printed the same loss, to 4+ significant digits, with training steps logged between
+    the first and the last: the evaluated weights never changed (no optimizer update reaches them: frozen
+    or unwrapped parameters, FSDP without use_orig_params, an optimizer built before the model was wrapped).
+    Real evaluations of a model that trains differ in the last digits."""
+    ev = t.evals
+    if len(ev) < 2 or len({v for _, v in ev}) != 1:
+        return []
+    value = ev[0][1]
+    if len(value.replace(".", "").lstrip("0")) < 4:
+        return []
+    between = [r for r in fin if ev[0][0] < r.line < ev[-1][0]]
+    steps = {r.step for r in between if r.step is not None}
+    if len(between) < t.th.eval_frozen_records or (steps and len(steps) < 2):
+        return []
+    first, last = between[0], between[-1]
+    return [Anomaly("eval_frozen", "no-grad", "error", ev[0][0], ev[-1][0], first.step, len(ev), {
+        "evals": len(ev), "value": value, "line": ev[0][0], "to_line": ev[-1][0], "from": first.at, "to": last.at,
+        "records": len(between)})]
+
+
 def detect(t: MetricTracker) -> list[Anomaly]:
     recs = t.records()
     fin = [r for r in recs if finite(r.loss)]
@@ -488,5 +511,7 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         if col and col[0].kind == "overfit":
             out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
         out += col
+    if not any(a.severity == "error" and a.category == "no-grad" for a in out):
+        out += _eval_frozen(t, fin)
     div = [] if any(a.severity == "error" for a in out) else (_diverge(t, fin) or _jump(t, fin))
     return out + div + ([] if div else _spike(t))

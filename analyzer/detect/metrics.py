@@ -60,6 +60,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   stuck_drop         0.98  (all records within stuck_noise x that level, the learning rate not still
   stuck_noise        0.15  warming up: its last value <= 1.5 x its value half-way)
   stuck_epochs       0.25  with no step in the records: at least this many epochs from an epoch <= 0.05
+  eval_frozen_records 3    metric-eval-loss-frozen: every evaluation loss printed the same (4+ significant
+                           digits) with at least this many training records between the first and the last
   (throughput-low, see `throughput.py`)
   rise_factor        2.0   step time rising: median of the last quarter > this x the early median ...
   rise_min_samples   12    ... with at least this many step-time samples (also: decode rate per request falling
@@ -79,6 +81,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any, Optional
@@ -89,6 +92,10 @@ from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 
 __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
+
+# an evaluation loss as printed (HF dict, "eval loss 3.41", "val_loss=3.41"); only values with 4+ digits
+_EVAL_LOSS = re.compile(rb"""\b(?:eval|val|validation)[_ ]loss['"]?\s*[:=]?\s*['"]?(\d+\.\d{3,})""")
+_MAX_EVALS = 64
 
 
 @dataclass
@@ -131,6 +138,7 @@ class Thresholds:
     stuck_drop: float = 0.98
     stuck_noise: float = 0.15
     stuck_epochs: float = 0.25
+    eval_frozen_records: int = 3
     rise_factor: float = 2.0
     rise_min_samples: int = 12
     rise_error: float = 2.5
@@ -187,6 +195,7 @@ class MetricTracker:
         self.first_spike: Optional[tuple[Record, float]] = None
         self._hist: deque[float] = deque(maxlen=self.th.spike_history)
         self.overflows = 0
+        self.evals: list[tuple[int, str]] = []      # (line, printed value) of evaluation losses
         self.overflow_first_line = 0
         self.overflow_last_line = 0
         self.last_scale: Optional[float] = None
@@ -270,6 +279,22 @@ class MetricTracker:
             rec.line = next_base - tail_nl
         self.pending.clear()
 
+    def _scan_evals(self, lines: bytes, view: bytes, line_base: int) -> None:
+        """Evaluation losses as printed ("eval_loss': 3.4096", "eval loss 3.4096", "val_loss=3.4096"):
+        the same printed value at evaluations far apart means the evaluated weights never changed."""
+        counted = nl = 0
+        for m in _EVAL_LOSS.finditer(view):
+            ls = view.rfind(b"\n", 0, m.start()) + 1
+            le = view.find(b"\n", m.end())
+            row = view[ls:le if le >= 0 else len(view)]
+            if b"%|" in row or b"it/s" in row or b"s/it" in row:
+                continue    # a progress bar's postfix repeats the last validation loss on every redraw
+            nl += lines.count(b"\n", counted, ls)
+            counted = ls
+            self.evals.append((line_base + nl, m.group(1).decode("ascii")))
+            if len(self.evals) >= _MAX_EVALS:
+                break
+
     def feed_block(self, lines: bytes, view: bytes, line_base: int) -> None:
         th = self.th
         if self.pending:
@@ -279,6 +304,8 @@ class MetricTracker:
             self._head_bytes += len(view)
             if not self.fp16 and R.FP16.search(view):
                 self.fp16 = True
+        if (b"val" in view or b"eval" in view) and len(self.evals) < _MAX_EVALS:
+            self._scan_evals(lines, view, line_base)
         if b"skipped" in view:
             scan_skips(self, lines, view, line_base)
         if search_raw(R.verflow_raw, R.VERFLOW, view) or search_raw(R.verflow_up_raw, R.VERFLOW_UP, view):
@@ -411,7 +438,8 @@ class MetricTracker:
                 cands = [i for i in (view.find(b"Training Loss", pos), view.find(b"training loss", pos)) if i >= 0]
                 if not cands:
                     return
-                start = view.rfind(b"\n", pos, min(cands)) + 1
+                nl_at = view.rfind(b"\n", pos, min(cands))
+                start = nl_at + 1 if nl_at >= 0 else pos    # (pos is a line start: never step back before it)
                 ln += lines.count(b"\n", pos, start)
                 pos = start
             le = view.find(b"\n", pos)

@@ -133,6 +133,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
                      death_line: Optional[int] = None) -> bool:
     if ctx.get("categories") and f.category not in ctx["categories"]:
         return False
+    if f.category in ctx.get("except_categories", ()):
+        return False
     if ctx.get("evidence") and not _rx(ctx["evidence"]).search(f.evidence):
         return False
     if any(s in scanner.seen for s in ctx.get("unless_seen", ())):
@@ -141,7 +143,10 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
         return False
-    if ctx.get("after") and not any(h[0] > (f.last_line or f.line) for h in scanner.hits.get(ctx["after"], ())):
+    if ctx.get("after") == "progress":      # progress is kept as its last line only
+        if scanner.last_progress <= (f.last_line or f.line):
+            return False
+    elif ctx.get("after") and not any(h[0] > (f.last_line or f.line) for h in scanner.hits.get(ctx["after"], ())):
         return False
     if ctx.get("near"):
         win = verdict_spec()["recovery_window"]
