@@ -206,6 +206,27 @@ def test_overrides_from_context():
     assert errors(alone)[0].category == "gpu-hardware-fault" and alone.extra["action"] == "fix"
 
 
+def test_collective_timeout_while_a_checkpoint_is_written_is_fix_unless_the_save_completed():
+    wd = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+          "WorkNCCL(SeqNum=4211, OpType=ALLGATHER, NumelIn=2949120, NumelOut=11796480, Timeout(ms)=600000) "
+          "ran for 600047 milliseconds before timing out.\n")
+    saving = "INFO:trainer:Saving checkpoint at step 1000 to /ckpt/step_1000 ...\n"
+    rep = run(TRAIN_HEAD + saving + wd)
+    assert errors(rep)[0].category == "nccl-timeout" and rep.extra["phase"] == "checkpoint-save"
+    assert rep.extra["action"] == "fix" and "checkpoint" in rep.extra["action_reason"]
+    done = saving + "INFO:trainer:Model weights saved in /ckpt/step_1000/pytorch_model.bin\n"
+    assert run(TRAIN_HEAD + done + wd).extra["action"] == "retry"
+    assert run(TRAIN_HEAD + wd).extra["action"] == "retry"      # mid-step: the category default
+
+
+def test_rdma_failure_before_any_progress_is_fix_and_mid_run_is_retry():
+    ib = "node-0:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129\n"
+    start = run("NCCL version 2.18.1+cuda12.1\n" + ib)
+    assert errors(start)[0].rule_id == "nccl-ib-fabric-error" and start.extra["action"] == "fix"
+    assert "GID" in start.extra["action_reason"]
+    assert run(TRAIN_HEAD + ib).extra["action"] == "retry"
+
+
 def test_rule_declared_action_wins_over_the_category_default():
     rs = llmtriage.load_rules()
     rule = dict(rs.by_id["torch-cuda-oom"], action="retry")

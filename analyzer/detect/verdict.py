@@ -330,7 +330,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     findings.sort(key=Finding.sort_key)
     for f in findings:
-        f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id)
+        f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id, report.extra.get("phase"))
     root_f = next((f for f in findings if f.severity == "error"), None)
     if root_f is not None:
         report.extra["action"], report.extra["action_reason"] = root_f.action, root_f.action_reason
@@ -369,8 +369,12 @@ def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
 
 # --------------------------------------------------------------------------- actions
 
-def _override_applies(o: dict[str, Any], f: Finding, seen: set[str]) -> bool:
+def _override_applies(o: dict[str, Any], f: Finding, seen: set[str], phase: Optional[str] = None) -> bool:
     if o.get("categories") and f.category not in o["categories"]:
+        return False
+    # the phase the job died in (detect/phase.py, set before the verdict runs): a collective timing out
+    # while a checkpoint is written is not the same failure as one timing out mid-step
+    if o.get("phases") and phase not in o["phases"]:
         return False
     if o.get("rules") and f.rule_id not in o["rules"]:
         return False
@@ -388,7 +392,8 @@ def _override_applies(o: dict[str, Any], f: Finding, seen: set[str]) -> bool:
     return True
 
 
-def action_for(f: Finding, seen: set[str], lang: Optional[str], rules_by_id: dict[str, Any]) -> tuple[str, str]:
+def action_for(f: Finding, seen: set[str], lang: Optional[str], rules_by_id: dict[str, Any],
+               phase: Optional[str] = None) -> tuple[str, str]:
     """(action, reason) of one finding: survived -> none; else override, rule action, category default."""
     spec = action_spec()
     if f.judgement is not None and f.severity != "error":
@@ -396,7 +401,7 @@ def action_for(f: Finding, seen: set[str], lang: Optional[str], rules_by_id: dic
     if f.severity == "info":
         return "none", tr(spec["generic"]["none"], lang)
     for o in spec["overrides"]:
-        if _override_applies(o, f, seen):
+        if _override_applies(o, f, seen, phase):
             return o["action"], tr(o["reason"], lang)
     rule_action = (rules_by_id.get(f.rule_id) or {}).get("action")
     cat = spec["categories"].get(f.category) or spec["categories"]["unknown"]
