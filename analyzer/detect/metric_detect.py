@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from llmtriage.detect.metric_eval import eval_frozen
 from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metrics import MetricTracker, finite
 
@@ -457,27 +458,6 @@ def _spike(t: MetricTracker) -> list[Anomaly]:
         "spikes": t.spikes})]
 
 
-def _eval_frozen(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
-    """Every evaluation printed the same loss, to 4+ significant digits, with training steps logged between
-    the first and the last: the evaluated weights never changed (no optimizer update reaches them: frozen
-    or unwrapped parameters, FSDP without use_orig_params, an optimizer built before the model was wrapped).
-    Real evaluations of a model that trains differ in the last digits."""
-    ev = t.evals
-    if len(ev) < 2 or len({v for _, v in ev}) != 1:
-        return []
-    value = ev[0][1]
-    if len(value.replace(".", "").lstrip("0")) < 4:
-        return []
-    between = [r for r in fin if ev[0][0] < r.line < ev[-1][0]]
-    steps = {r.step for r in between if r.step is not None}
-    if len(between) < t.th.eval_frozen_records or (steps and len(steps) < 2):
-        return []
-    first, last = between[0], between[-1]
-    return [Anomaly("eval_frozen", "no-grad", "error", ev[0][0], ev[-1][0], first.step, len(ev), {
-        "evals": len(ev), "value": value, "line": ev[0][0], "to_line": ev[-1][0], "from": first.at, "to": last.at,
-        "records": len(between)})]
-
-
 def detect(t: MetricTracker) -> list[Anomaly]:
     recs = t.records()
     fin = [r for r in recs if finite(r.loss)]
@@ -512,6 +492,9 @@ def detect(t: MetricTracker) -> list[Anomaly]:
             out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
         out += col
     if not any(a.severity == "error" and a.category == "no-grad" for a in out):
-        out += _eval_frozen(t, fin)
+        ev = eval_frozen(t, fin)
+        if ev is not None:
+            out.append(Anomaly("eval_frozen", "no-grad", "error", ev["line"], ev["last_line"], ev["step"], ev["count"],
+                               ev["numbers"]))
     div = [] if any(a.severity == "error" for a in out) else (_diverge(t, fin) or _jump(t, fin))
     return out + div + ([] if div else _spike(t))

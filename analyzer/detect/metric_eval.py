@@ -1,0 +1,29 @@
+"""metric-eval-loss-frozen: every evaluation printed the same loss while training steps went on
+(the evaluation losses are collected by `MetricTracker._scan_evals`)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from llmtriage.detect.metrics import MetricTracker, Record
+
+
+def eval_frozen(t: MetricTracker, fin: list[Record]) -> Optional[dict[str, Any]]:
+    """Every evaluation printed the same loss, to 4+ significant digits, with training steps logged between
+    the first and the last: the evaluated weights never changed (no optimizer update reaches them: frozen
+    or unwrapped parameters, FSDP without use_orig_params, an optimizer built before the model was wrapped).
+    Real evaluations of a model that trains differ in the last digits. Returns the anomaly's fields
+    (metric_detect builds it), or None."""
+    ev = t.evals
+    if len(ev) < 2 or len({v for _, v in ev}) != 1:
+        return None
+    value = ev[0][1]
+    if len(value.replace(".", "").lstrip("0")) < 4:
+        return None
+    between = [r for r in fin if ev[0][0] < r.line < ev[-1][0]]
+    steps = {r.step for r in between if r.step is not None}
+    if len(between) < t.th.eval_frozen_records or (steps and len(steps) < 2):
+        return None
+    first, last = between[0], between[-1]
+    return {"line": ev[0][0], "last_line": ev[-1][0], "step": first.step, "count": len(ev), "numbers": {
+        "evals": len(ev), "value": value, "line": ev[0][0], "to_line": ev[-1][0], "from": first.at, "to": last.at,
+        "records": len(between)}}
