@@ -96,6 +96,7 @@ __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "
 # an evaluation loss as printed (HF dict, "eval loss 3.41", "val_loss=3.41"); only values with 4+ digits
 _EVAL_LOSS = re.compile(rb"""\b(?:eval|val|validation)[_ ]loss['"]?\s*[:=]?\s*['"]?(\d+\.\d{3,})""")
 _MAX_EVALS = 64
+_EVAL_GATES = (b"al_loss", b"al loss", b"on_loss", b"on loss")    # eval/val/validation + loss, cheap literals
 
 
 @dataclass
@@ -304,7 +305,7 @@ class MetricTracker:
             self._head_bytes += len(view)
             if not self.fp16 and R.FP16.search(view):
                 self.fp16 = True
-        if (b"val" in view or b"eval" in view) and len(self.evals) < _MAX_EVALS:
+        if len(self.evals) < _MAX_EVALS and any(k in view for k in _EVAL_GATES):
             self._scan_evals(lines, view, line_base)
         if b"skipped" in view:
             scan_skips(self, lines, view, line_base)
