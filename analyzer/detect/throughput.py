@@ -39,9 +39,9 @@ HEAD, TAIL = 256, 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):")
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: ")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
-             rb"train_runtime|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
+             rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
@@ -49,6 +49,8 @@ _BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]
 _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"timing_s/step:([0-9.]+)"
+# a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781", torchtitan's "tps: 6,452"
+_RATE = rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:) *([0-9][0-9,]*(?:\.[0-9]+)?)"
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
@@ -56,7 +58,7 @@ _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
 _SMI_CSV = rb"^\s*([0-9]+), +([0-9]+) ?%, +([0-9]+) ?MiB"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
-_LABEL_PREFIX = re.compile(r"^(?:\S+: )?(?:[\[(][^\])]*[\])]:?\s*)*")
+_LABEL_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.,]+Z?\s*)?(?:\S+:(?:\s+|$))?(?:[\[(][^\])]*[\])]:?\s*)*")
 _EAGER = re.compile(rb"""enforce_eager['"]?\s*[:=]\s*True|--enforce-eager(?:\s|$)|enforce_eager=true""")
 
 
@@ -82,10 +84,11 @@ class _Rx(Lazy):
     def _make_gates(self) -> Any:
         # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
         return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
-                                                             rb"KeyboardInterrupt", rb"enforce.eager", rb"aving"))]
+                                                             rb"KeyboardInterrupt", rb"enforce.eager", rb"aving",
+                                                             rb"Running training"))]
 
     def _make_parts(self) -> Any:
-        return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("verl", _VERL),
+        return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
                                                ("gen", _VERL_GEN), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
                                                ("csv", _SMI_CSV), ("stop", _STOP))}
 
@@ -148,6 +151,7 @@ class ThroughputTracker:
         self.speeds: dict[str, float] = {}          # the Trainer's end-of-run train_samples/steps_per_second
         self.saves: list[int] = []                  # lines of checkpoint saves (their steps are slow by design)
         self._blocks = 0
+        self.reruns = 0                             # runs started after an earlier run of the log finished
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         R = _RX
@@ -204,6 +208,11 @@ class ThroughputTracker:
             if len(self.saves) < 4096:
                 self.saves.append(line)
             return
+        if key == b"Running training":
+            if self.finished_line:      # a new run after an earlier one finished: the log has not finished
+                self.finished_line = 0
+                self.reruns += 1
+            return
         if key == b"train_runtime":
             self.finished_line = line
             for name in ("train_samples_per_second", "train_steps_per_second"):
@@ -253,6 +262,12 @@ class ThroughputTracker:
             r = float(m.group(1))
             if r > 0:
                 self._add("ds", line, 1.0 / r)
+            return
+        m = P["rate"].search(seg)
+        if m:
+            r = float((m.group(1) or m.group(2)).replace(b",", b""))
+            if r > 0:
+                self._add("rate", line, 1.0 / r)
             return
         m = P["vllm"].search(seg)
         if m:
@@ -304,7 +319,8 @@ class ThroughputTracker:
         first_line = last_line = 0
         strong = False
         # the main step-time series: the source with most samples
-        series = max(self.steps.values(), key=lambda s: s.n, default=None)
+        src, series = max(self.steps.items(), key=lambda kv: kv[1].n, default=("", None))
+        rate = src == "rate"    # read as a rate (samples or tokens per second): shown as one, not as seconds
         if series is not None and series.n >= th.rise_min_samples:
             vals = series.values()
             k = max(4, len(vals) // 4)
@@ -317,12 +333,20 @@ class ThroughputTracker:
                 now = _median(late[-max(3, k // 3):])
                 if _median(late[h:]) > _median(late[:h]) and now > lt:
                     lt = now
-                nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
+                if rate:
+                    nums.update(rate_from=fmt(1 / e), rate_to=fmt(1 / lt), rise=f"{lt / e:.1f}")
+                else:
+                    nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
                 first_line, last_line = vals[-k][0], vals[-1][0]
                 strong = lt >= th.rise_error * e
+                if self.reruns:
+                    nums["runs"] = str(self.reruns + 1)
             per = self._periodic(vals)
             if per is not None:
-                nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
+                if rate:
+                    nums.update(period=per[0], rate_low=fmt(1 / per[1]), rate_med=fmt(1 / per[2]), pipeline=True)
+                else:
+                    nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
                 first_line = first_line or vals[0][0]
                 last_line = last_line or vals[-1][0]
         # nvidia-smi snapshots taken while training ran (after its first record, before it finished)

@@ -84,7 +84,8 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
-    if last_finish:
+    # a finish followed by a new run that made progress ended an earlier run of the log, not the log
+    if last_finish and not last_finish < scanner.last("start") < scanner.last_progress:
         line, name, text = max(scanner.finishes())
         return "finished", {"line": line, "name": name, "evidence": text}
     return "running", None

@@ -72,6 +72,8 @@ def findings(scan: Any) -> list[Finding]:
         if any(pi in scan.doc_hits for pi in eng.rule_unless[ri]):
             continue
         rule = eng.rules[ri]
+        if st.count < rule["match"].get("min_count", 1):
+            continue
         raw_text, enc = decode_line(st.first_seg)
         scan.encodings.add(enc)
         pre = split_prefix(normalise_text(raw_text))

@@ -49,6 +49,11 @@ class Match(_Strict):
                     "does not fire when one is false (a capture that is absent or not a number passes).",
     )
 
+    min_count: StrictInt = Field(
+        default=1, ge=1,
+        description="The rule fires only when it hit at least this many lines (a warning that matters when it repeats).",
+    )
+
     @field_validator("checks")
     @classmethod
     def _checks_parse(cls, v: list[str]) -> list[str]:
