@@ -220,3 +220,19 @@ def test_a_bare_raise_without_a_message_is_left_to_the_rules(tmp_path):
             "    raise Exception\nException\n")
     rep = _report(tmp_path, text)
     assert [f.rule_id for f in _errors(rep)][:1] == ["awq-scale-search-no-finite-loss"]
+
+
+def test_an_installers_arrow_lines_do_not_hide_the_journal_or_commands_after_them():
+    """`>>> Installing ollama` (the install script) reads like a REPL prompt: the answer it would open
+    ends at the shell's prompt, and journal lines (`Sep 28 08:46:05 host ollama[pid]: level=ERROR`)
+    are the tool's own output, so a disk-full error in the journal is still the cause."""
+    text = (">>> Installing ollama to /usr/local\n>>> Downloading Linux arm64 bundle\n"
+            "######################################################################## 100.0%\n"
+            "user@box:~$ journalctl -u ollama --no-pager | tail -n 5\n"
+            "Sep 28 08:46:05 box ollama[2563]: time=2024-09-28T08:46:05.918+08:00 level=ERROR source=common.go:214 "
+            'msg="failed to extract files" error="copy payload linux/arm64/cuda_v12/libggml.so: write '
+            '/tmp/ollama21/runners/cuda_v12/libggml.so: no space left on device"\n'
+            'Sep 28 08:46:27 box ollama[2563]: [GIN] 2024/09/28 - 08:46:27 | 500 | 14.52s | 127.0.0.1 | POST "/api/generate"\n'
+            "user@box:~$ ollama run qwen2.5:1.5b\nError: no suitable llama servers found\n")
+    errs = [f for f in llmtriage.analyze(text).findings if f.severity == "error"]
+    assert errs and errs[0].category == "disk-full", errs

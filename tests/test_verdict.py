@@ -700,3 +700,21 @@ def test_a_thread_traceback_right_before_the_shell_prompt_ended_the_job():
     # without the prompt the process may go on: a background thread's error is a warning
     rep = run("Running tokenizer on dataset: 100%|##########| 3000/3000\n" + tb)
     assert rep.extra["status"] == "running" and not errors(rep)
+
+
+def test_a_signature_that_states_why_the_loss_reads_zero_is_the_root_cause():
+    """Loss exactly 0 from the first record is NaN-filtered or fully masked; the collator's 'could not find
+    the response key ... ignored in loss calculation' says which: the masking is the cause, the metric
+    finding stays beside it as a warning (rules/verdict.yaml `explains_metric`)."""
+    warn = ("/usr/lib/python3/site-packages/trl/trainer/utils.py:118: UserWarning: Could not find response key "
+            "`### Answer:` in the following instance: ### Question: 2+2? This instance will be ignored in loss "
+            "calculation. Note, if this happens often, consider increasing the `max_seq_length`.\n")
+    zeros = "".join(f"{{'loss': 0.0, 'learning_rate': {3e-5 - i * 1e-6:.2e}, 'epoch': {i / 12:.2f}}}\n"
+                    for i in range(1, 13))
+    rep = run(warn * 3 + zeros + FINISH)
+    top = rep.findings[0]
+    assert top.rule_id == "completion-only-response-key-missing" and top.severity == "error"
+    assert top.judgement["context"] == "explains-metric"
+    assert any(f.rule_id == "metric-loss-zero-from-start" and f.severity == "warning" for f in rep.findings)
+    rep = run(zeros + FINISH)             # without the collator's word the zero loss is a hidden NaN
+    assert errors(rep)[0].rule_id == "metric-loss-zero-from-start"

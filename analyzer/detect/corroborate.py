@@ -36,3 +36,24 @@ def corroborate(findings: list[Finding], lang: Optional[str]) -> None:
                        "reason": tr(spec["reason"], lang, title=m.title, line=m.line)}
         f.severity = "error"
         return
+
+
+def explain_metric(findings: list[Finding], lang: Optional[str]) -> None:
+    """A metric error with a signature that states its cause (rules/verdict.yaml `explains_metric`): a loss
+    that reads exactly 0 from the first record (NaN, or no supervised token) beside the collator's
+    'could not find the response template ... ignored in loss calculation' is the masking, not a NaN.
+    The signature becomes the error, with the metric finding as its stated reason; the metric finding
+    stays beside it as a warning."""
+    for entry in verdict_spec().get("explains_metric", ()):
+        metric = next((f for f in findings if f.rule_id == entry["metric"] and f.severity == "error"), None)
+        sig = next((f for f in findings if f.rule_id in entry["by"]), None)
+        if metric is None or sig is None:
+            continue
+        was = sig.severity
+        if was != "error":
+            sig.judgement = {"context": "explains-metric", "severity_was": was,
+                             "reason": tr(entry["reason"], lang, title=metric.title, line=metric.line)}
+            sig.severity = "error"
+        metric.judgement = {"context": "explained", "severity_was": "error",
+                            "reason": tr(entry["explained"], lang, title=sig.title, line=sig.line)}
+        metric.severity = "warning"

@@ -28,7 +28,7 @@ from typing import Any, Optional
 from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
-from llmtriage.detect.corroborate import corroborate
+from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.hung import hung_until_killed
@@ -286,6 +286,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _judge_fatality(findings, scanner, status, evidence if status == "finished" and not weak else None, lang,
                     evidence["line"] if status == "crashed" and evidence else None)
     corroborate(findings, lang)
+    explain_metric(findings, lang)
     _settled(findings, scanner, lang)
     _stalled(findings, scanner, status, lang)
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)

@@ -71,8 +71,9 @@ _REPL_MAX = 100          # an answer is at most this many lines
 
 
 # the line prefixes a launcher or collector puts before a session's lines ([rank3]:, (pid=1) , host: ,
-# 3: , an RFC 3339 time): the REPL's own marks follow them
-_PREFIX = rb"^(?:\[[^\]\n]{1,60}\]:?\s*|\([^)\n]{1,60}\)\s*|[\w.-]{1,40}:\s+|\d[\d:.,TZ+-]{5,40}\s+){0,3}"
+# 3: , an RFC 3339 time, a syslog/journal head `Sep 28 08:46:05 host ollama[2563639]: `): the REPL's own marks follow them
+_PREFIX = (rb"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,60} [\w./-]{1,60}(?:\[\d+\])?:\s+)?"
+           rb"(?:\[[^\]\n]{1,60}\]:?\s*|\([^)\n]{1,60}\)\s*|[\w.-]{1,40}:\s+|\d[\d:.,TZ+-]{5,40}\s+){0,3}")
 
 
 @lru_cache(maxsize=1)
@@ -80,7 +81,8 @@ def _repl_rx() -> SimpleNamespace:
     return SimpleNamespace(
         prompt=re.compile(_PREFIX + rb"(?:>>>|>) "),
         # where an answer ends: the next prompt, the tool's timing lines, a blank line
-        end=re.compile(_PREFIX + rb"(?:(?:>>>|>)(?: |$)|llama_perf_|llama_print_timings|total duration:|eval rate:|\s*$)"),
+        end=re.compile(_PREFIX + rb"(?:(?:>>>|>)(?: |$)|llama_perf_|llama_print_timings|total duration:|eval rate:|\s*$)"
+                       rb"|^(?:\([\w.-]+\) )?[\w.-]+@[\w.-]+:[^\n]*[$#](?: |$)"),    # or the shell's prompt: the session is over
         # what the tool itself prints inside a session: kept
         tool=re.compile(_PREFIX + rb"(?:Error\b|error:|ERROR\b|CUDA error|ggml_|llama_|\[GIN\]|time=|\S+\.(?:cu|cpp|cc|c|h|go):\d+)"),
     )
