@@ -227,6 +227,17 @@ def test_rdma_failure_before_any_progress_is_fix_and_mid_run_is_retry():
     assert run(TRAIN_HEAD + ib).extra["action"] == "retry"
 
 
+def test_a_hub_request_that_bypassed_a_configured_mirror_is_fix():
+    err = ("[rank0]: requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', "
+           "port=443): Max retries exceeded with url: /api/models/bert-base-uncased (Caused by NewConnectionError("
+           "'Failed to establish a new connection: [Errno 110] Connection timed out'))\"), '(Request ID: 1f2e)')\n")
+    assert errors(run(err))[0].category == "hub-unreachable" and run(err).extra["action"] == "retry"
+    rep = run("$ export HF_ENDPOINT=https://hf-mirror.com\n" + err)
+    assert rep.extra["action"] == "fix" and "HF_ENDPOINT" in rep.extra["action_reason"]
+    mirror_down = err.replace("huggingface.co", "hf-mirror.com")        # the mirror itself is down: transient
+    assert run("$ export HF_ENDPOINT=https://hf-mirror.com\n" + mirror_down).extra["action"] == "retry"
+
+
 def test_rule_declared_action_wins_over_the_category_default():
     rs = llmtriage.load_rules()
     rule = dict(rs.by_id["torch-cuda-oom"], action="retry")
