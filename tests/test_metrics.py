@@ -596,3 +596,11 @@ def test_training_loss_lines_outside_a_table_do_not_loop():
             "print(len(r.findings) >= 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "True" in out.stdout, out.stderr
+
+
+def test_mlx_lm_iteration_lines_are_metric_records():
+    from llmtriage.detect.metric_parse import parse_line
+    rec = parse_line(b"Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, Tokens/sec 192.224, "
+                     b"Trained Tokens 24332, Peak mem 46.288 GB")
+    assert rec is not None and rec[0] == 10 and rec[1] == 0.972 and rec[3] == 1.75e-06
+    assert parse_line(b"Iter 1: Val loss 0.709, Val took 135.128s") is None     # an evaluation, not a step

@@ -13,6 +13,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
                        ordinal: epochs completed are N-1 plus the bar's fraction)
   mmengine / xtuner    Iter(train) [  10/12867]  lr: 5.2e-07  ...  loss: 1.0672  grad_norm: 5.8255
+  mlx-lm               Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, Tokens/sec 192.2
   Composer             [batch=500/20000]:  then indented  Train loss/train/total: 11.48  (metric_composer.py)
   notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
                        (the Trainer's notebook callback, Unsloth/Colab; also `Step | Training Loss | reward | ...`):
@@ -36,11 +37,13 @@ from llmtriage.engine.logparse import split_prefix
 ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
               rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
               # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
-              rb"""|\| grad norm: (?:nan|inf)\b""")
+              rb"""|\| grad norm: (?:nan|inf)\b"""
+              # mlx-lm: "Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, ..."
+              rb"""|: Train loss [-+0-9.NnIi]""")
 # "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
 # (mmengine / xtuner: "Iter(train) [  10/12867]")
-STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*|\biter\(train\)\s*\[\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
+STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*|\biter\s+(?=[0-9]+:)|\biter\(train\)\s*\[\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
 BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
 OVERFLOW_SRC = rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale|[Oo]verflow! Skipping step"
 SCALE_TO_SRC = rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)"
