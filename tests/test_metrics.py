@@ -604,3 +604,17 @@ def test_mlx_lm_iteration_lines_are_metric_records():
                      b"Trained Tokens 24332, Peak mem 46.288 GB")
     assert rec is not None and rec[0] == 10 and rec[1] == 0.972 and rec[3] == 1.75e-06
     assert parse_line(b"Iter 1: Val loss 0.709, Val took 135.128s") is None     # an evaluation, not a step
+
+
+def test_a_long_run_of_exact_zeros_after_few_or_halving_records_is_a_hidden_nan():
+    """Eight or more records of exactly 0 after a normal loss: two records before them are enough, and a
+    last record at half the median (one bad step before the NaN) does not make it a gradual fall."""
+    short = [1.9156, 1.8055] + [0.0] * 9
+    t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 2e-05, 'epoch': 0.0{i}}}\n" for i, x in enumerate(short)))
+    assert ("nan_hidden", "error") in {(a.kind, a.severity) for a in D.detect(t)}
+    halving = [2.31, 2.05, 2.18, 1.97, 2.24, 2.01, 2.36, 2.13, 2.49, 1.02] + [0.0] * 10
+    t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 0.01, 'epoch': 0.{i:02d}}}\n" for i, x in enumerate(halving)))
+    assert "nan_hidden" in {a.kind for a in D.detect(t)}
+    few = [2.3, 2.1] + [0.0] * 5                       # a short stretch after two records stays silent
+    t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 2e-05, 'epoch': 0.0{i}}}\n" for i, x in enumerate(few)))
+    assert "nan_hidden" not in {a.kind for a in D.detect(t)}

@@ -104,11 +104,11 @@ def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
         # from the first step (the logging filter writes it as 0), e.g. fp16 overflow or no labels
         return [Anomaly("zero_start", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
             "at": zeros[0].at, "records": len(zeros)})]
-    if len(zeros) < th.zero_min_records or len(before) < 4:
+    many = len(zeros) >= 2 * th.zero_min_records     # exactly 0 this long is no curve a model follows
+    if len(zeros) < th.zero_min_records or len(before) < (2 if many else 4):
         return []
-    med = _median([r.loss for r in before[:-1]])  # type: ignore[misc]
-    prev = before[-1].loss
-    if med < 0.1 or prev < 0.5 * med:   # type: ignore[operator]
+    med, prev = _median([r.loss for r in before[:-1] if len(before) > 2 or r is before[0]]), before[-1].loss  # type: ignore[misc]
+    if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]
         return []       # it was already falling towards 0: a collapse, judged elsewhere
     spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
     return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {

@@ -39,7 +39,7 @@ HEAD, TAIL = 256, 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: ")
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: |Tokens/sec ")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
              rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -49,8 +49,9 @@ _BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]
 _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"timing_s/step:([0-9.]+)"
-# a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781", torchtitan's "tps: 6,452"
-_RATE = rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:) *([0-9][0-9,]*(?:\.[0-9]+)?)"
+# a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781", torchtitan's "tps: 6,452",
+# mlx-lm's "Iter 10: ... Tokens/sec 192.224"
+_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)")
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
