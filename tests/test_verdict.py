@@ -238,6 +238,15 @@ def test_a_hub_request_that_bypassed_a_configured_mirror_is_fix():
     assert run("$ export HF_ENDPOINT=https://hf-mirror.com\n" + mirror_down).extra["action"] == "retry"
 
 
+def test_nccl_connecting_to_a_link_local_address_is_fix():
+    warn = ("n1:12251:12400 [5] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to {addr}<17943> failed : "
+            "Software caused connection abort\n")
+    rep = run(warn.format(addr="fe80::966d:ae03:a2:8cf0%ib1"))
+    assert errors(rep)[0].category == "nccl-error" and rep.extra["action"] == "fix"
+    assert "NCCL_SOCKET_IFNAME" in rep.extra["action_reason"]
+    assert run(warn.format(addr="10.0.3.17")).extra["action"] == "retry"     # a routable peer: transient
+
+
 def test_rule_declared_action_wins_over_the_category_default():
     rs = llmtriage.load_rules()
     rule = dict(rs.by_id["torch-cuda-oom"], action="retry")
