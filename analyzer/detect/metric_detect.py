@@ -107,7 +107,7 @@ def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     many = len(zeros) >= 2 * th.zero_min_records     # exactly 0 this long is no curve a model follows
     if len(zeros) < th.zero_min_records or len(before) < (2 if many else 4):
         return []
-    med, prev = _median([r.loss for r in before[:-1] if len(before) > 2 or r is before[0]]), before[-1].loss  # type: ignore[misc]
+    med, prev = _median([r.loss for r in before[:-1]]), before[-1].loss  # type: ignore[misc]
     if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]
         return []       # it was already falling towards 0: a collapse, judged elsewhere
     spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
