@@ -236,3 +236,32 @@ def test_an_installers_arrow_lines_do_not_hide_the_journal_or_commands_after_the
             "user@box:~$ ollama run qwen2.5:1.5b\nError: no suitable llama servers found\n")
     errs = [f for f in llmtriage.analyze(text).findings if f.severity == "error"]
     assert errs and errs[0].category == "disk-full", errs
+
+
+NOTE_LOG = (
+    "# full fine-tune with zero3 offload; 之前报 NotImplementedError: Cannot copy out of meta tensor; no data! "
+    "加了 empty_init=False 之后变成下面这个错误\n"
+    "$ bash ds_train_finetune.sh\n"
+    "Traceback (most recent call last):\n"
+    '  File "main.py", line 40, in <module>\n'
+    "    main()\n"
+    "ValueError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided\n"
+)
+
+
+def test_a_users_note_naming_an_earlier_error_is_not_this_runs_error(tmp_path):
+    masked = quoted.mask(NOTE_LOG.encode())
+    assert b"meta tensor" not in masked and b"train_batch_size" in masked
+    assert len(masked) == len(NOTE_LOG.encode()) and masked.count(b"\n") == NOTE_LOG.count("\n")
+    p = tmp_path / "note.log"
+    p.write_text(NOTE_LOG, encoding="utf-8")
+    cats = [f.rule_id for f in llmtriage.analyze(str(p)).findings]
+    assert "meta-tensor-no-data" not in cats
+
+
+def test_a_note_alone_and_c_frames_are_kept():
+    alone = "# got torch.OutOfMemoryError: CUDA out of memory on 8xA100, log below\nstep 1 loss 2.3\n"
+    assert quoted.mask(alone.encode()).decode() == alone        # no traceback of the job: the note is the evidence
+    frames = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nRuntimeError: boom\n"
+              "#0  0x00007f in RuntimeError::raise () from libc.so.6\n")
+    assert quoted.mask(frames.encode()).decode() == frames

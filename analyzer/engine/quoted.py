@@ -26,6 +26,12 @@ turn (`Assistant:`, `助手：`, `Qwen-Chat:`, `ChatGLM-6B：`), each turn line 
 it, up to a blank line or the next turn, are the conversation. A continuation line that looks like the
 program's own output (a traceback, a log-level or time-stamped line) is kept.
 
+So are a user's own notes in a paste: a comment line (`# ...`, `// ...`) that names an exception
+("# 之前报 NotImplementedError: ..., 加了 empty_init=False 之后变成下面这个错误") tells what happened
+before or elsewhere. In a block that also holds a traceback of the job itself, those lines are blanked:
+the traceback is what this run did. Without one the note is kept (it may be the only evidence).
+A numbered C frame (`#0  0x7f... in raise ()`) is not a comment.
+
 `mask(lines)` blanks those lines (every byte but the newline becomes a space), so line numbers and
 offsets stay, and everything downstream (Set, tracebacks, observers, verdict) sees nothing there.
 """
@@ -206,18 +212,29 @@ def _close_line(rows: list[bytes], start: int) -> int | None:
     return None
 
 
+_NOTE = re.compile(rb"^[ \t]*(?:#+|//)[ \t]+(?![\d#])[^\n]*?\b[A-Z]\w*(?:Error|Exception)\b")
+
+
+def note_spans(rows: list[bytes]) -> list[tuple[int, int]]:
+    """(row, row) of each comment line naming an exception (see the module doc)."""
+    return [(i, i) for i, r in enumerate(rows) if r[:1] in b" \t#/" and _NOTE.match(r)]
+
+
 def mask(lines: bytes) -> bytes:
     """`lines` with the quoted-data lines blanked (same length, same newlines)."""
     found = spans(lines)
     repl = any(g in lines for g in _REPL_GATE)
     demo = any(g in lines for g in _DEMO_GATE)
-    if not found and not repl and not demo:
+    notes = (lines[:1] in b"#/" or b"\n#" in lines or b"\n//" in lines) and b"Traceback (most recent call last)" in lines
+    if not found and not repl and not demo and not notes:
         return lines
     rows = lines.split(b"\n")
     if repl:
         found = found + repl_spans(rows)
     if demo:
         found = found + demo_spans(rows)
+    if notes:
+        found = found + note_spans(rows)
     if not found:
         return lines
     for a, b in found:
