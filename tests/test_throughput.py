@@ -229,3 +229,23 @@ def test_a_malformed_number_in_an_engine_stats_line_is_no_sample_and_no_crash():
             "61.2 tokens/s, Running: 6 reqs, Swapped: 0 reqs, Pending: 0 reqs\n")
     t, found = _run(text, train_start=None)
     assert found == [] and not t.decode
+
+
+def _bars(secs, label="lokr-run-test-2: "):
+    return "".join(f"{label}{i * 100 // 3000:3d}%|#    | {i * 25}/3000 [{i:02d}:00<40:00, {s:.2f}s/it, lr: 2.0e-04 loss: 5.1e-01]\n"
+                   for i, s in enumerate(secs, start=2))
+
+
+def test_a_climb_to_several_times_the_median_is_found_and_an_evaluation_pause_is_not():
+    """Step times rising record after record (VRAM spilling to host memory, throttling) are a climb: an
+    error when it ends the log; a pause that jumps once and decays is not one. A bar whose label is a job
+    name ("...-test-2") is the training bar when its postfix shows a learning rate."""
+    normal = [1.6, 1.7, 1.6, 1.9, 1.6, 1.7]      # (a block keeps at most 24 bar redraws: under that, all count)
+    _, [a] = _run(_bars(normal * 3 + [1.5, 2.8, 5.3, 7.4]))
+    assert a.severity == "error" and a.numbers["climb_from"] == "1.5" and a.numbers["climb_to"] == "7.4"
+    assert a.numbers["climb_n"] == 4 and "rise" not in a.numbers
+    # mid-run climb that recovered: reported, a warning
+    _, [b] = _run(_bars(normal + [2.0, 5.4, 10.1, 18.7, 28.1] + normal))
+    assert b.severity == "warning" and b.numbers["climb_to"] == "28.1"
+    # an evaluation pause: one long step, then the smoothed rate decays back
+    assert _run(_bars(normal + [14.0, 7.5, 4.1, 2.6, 1.9] + normal))[1] == []

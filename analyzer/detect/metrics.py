@@ -68,6 +68,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
                            by rise_factor, late vs early median)
   rise_error         2.5   a rise or fall by this factor in a run that did not finish is an error (the job is
                            degrading as the log ends), below it a warning
+  climb_factor       4.0   a climb: >= 4 step times in a row each >= 10% above the one before, from <= 1.5x
+                           the median to >= this x the median (an error when it ends the log >= rise_error x)
   periodic_factor    3.0   a "long step": > this x the median step time; periodic when >= periodic_min
   periodic_min       4     ... long steps come at a fixed interval
   idle_gpus          0.75  an nvidia-smi snapshot taken during training is "idle" when this share of GPUs is idle
@@ -143,6 +145,7 @@ class Thresholds:
     rise_factor: float = 2.0
     rise_min_samples: int = 12
     rise_error: float = 2.5
+    climb_factor: float = 4.0
     periodic_factor: float = 3.0
     periodic_min: int = 4
     idle_gpus: float = 0.75

@@ -29,7 +29,7 @@ from typing import Any, Optional
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spans
 from llmtriage.detect.metric_detect import Anomaly, fmt
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
-from llmtriage.detect.phase import classify_bar
+from llmtriage.detect.phase import _LR_POSTFIX, classify_bar
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
@@ -238,6 +238,8 @@ class ThroughputTracker:
                     self.gen.append(el)
                 return
             kind = classify_bar(label) if label else "training"
+            if kind != "training" and _LR_POSTFIX.search(seg, m.end(1)):
+                kind = "training"   # the postfix names a learning rate: the training loop's bar (label = a job name)
             if kind != "training" or sec is None:
                 return
             n, total = int(m.group(2)), int(m.group(3))
@@ -342,6 +344,14 @@ class ThroughputTracker:
                 strong = lt >= th.rise_error * e
                 if self.reruns:
                     nums["runs"] = str(self.reruns + 1)
+            climb = None if rate or "rise" in nums else self._climb(vals)
+            if climb is not None:
+                i, j, med = climb
+                nums.update(climb_from=fmt(vals[i][1]), climb_to=fmt(vals[j][1]), climb_n=j - i + 1,
+                            climb=f"{vals[j][1] / med:.1f}")
+                first_line, last_line = vals[i][0], vals[j][0]
+                # still climbing at the last record: the run is degrading as the log ends
+                strong = j == len(vals) - 1 and vals[j][1] >= th.rise_error * med
             per = self._periodic(vals)
             if per is not None:
                 if rate:
@@ -410,6 +420,25 @@ class ThroughputTracker:
         # the scheduler's cancellation (priority 22) but below signature causes
         prio = 40 if self.stop is not None else None
         return [Anomaly("throughput", "throughput-low", sev, line, max(line, last_line), None, 1, nums, prio)]
+
+    def _climb(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, int, float]]:
+        """(first, last, median) of a climb: >= 4 records in a row, each >= 10% slower than the one before,
+        from a normal step time (<= 1.5x the median) to >= climb_factor x the median (memory spilling
+        to host, throttling, a leak). An evaluation or save pause jumps once and decays: no climb. The
+        climb that ends the log wins, else the steepest."""
+        xs = [v for _, v in vals]
+        med = _median(xs)
+        best: Optional[tuple[int, int]] = None
+        i = 0
+        for j in range(1, len(xs) + 1):
+            if j < len(xs) and xs[j] >= 1.1 * xs[j - 1]:
+                continue
+            end = j - 1            # xs[i..end] rises at every record
+            if (end - i + 1 >= 4 and xs[i] <= 1.5 * med and xs[end] >= self.th.climb_factor * med
+                    and (best is None or end == len(xs) - 1 or xs[end] > xs[best[1]])):
+                best = (i, end)
+            i = j
+        return None if best is None or med <= 0 else (best[0], best[1], med)
 
     def _periodic(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, float, float]]:
         """(period, long step, median) when steps > periodic_factor x the median come at a fixed interval;
