@@ -178,6 +178,18 @@ def test_persistent_overflow_is_an_error():
     assert ("overflow", "error") in kinds(t) and t.overflows == 30
 
 
+def test_overflows_with_no_readable_records_but_a_scale_that_grew_back_are_steps_taken():
+    """apex/torch scalers grow the scale only after a run of good steps: "reducing ... to 16384" after an
+    earlier 1024 says thousands of steps went through, even when the log's step lines are unreadable."""
+    scales = [32768, 16384, 8192, 4096, 2048, 4096, 1024, 16384, 2048]
+    body = "".join(f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {s}.0\nEpoch [{i}] ok\n"
+                   for i, s in enumerate(scales))
+    assert ("overflow", "error") not in kinds(_tracker(body))
+    falling = "".join(f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {2.0 ** (15 - i)}\n"
+                      for i in range(12))
+    assert ("overflow", "error") in kinds(_tracker(falling))      # never grew back: still no evidence of a step
+
+
 def test_thresholds_from_env_and_configure():
     t = M.Thresholds.from_env({"LLMTRIAGE_METRIC_SPIKE_FACTOR": "5", "LLMTRIAGE_METRIC_FLAT_MIN_RECORDS": "20"})
     assert t.spike_factor == 5.0 and t.flat_min_records == 20

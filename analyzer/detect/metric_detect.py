@@ -144,13 +144,13 @@ def _overflow(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
                                                 "scale": fmt(t.min_scale) if t.min_scale is not None else None}))
     if out or t.overflows < th.overflow_min:
         return out
-    # overflows per step: the frameworks' own skipped-step counters when logged, else per metric record
-    if t.ds_skips is not None and t.ds_skips[0]:
+    if t.ds_skips is not None and t.ds_skips[0]:     # overflows per step: the frameworks' own counters first
         ratio = t.ds_skips[1] / t.ds_skips[0]
     elif t.meg_iters:
         ratio = t.meg_skipped / t.meg_iters
-    else:
-        ratio = t.overflows / max(1, t.count) if t.count else 1.0
+    else:   # per record; with few records, a scale grown back above its low means good steps (a scaler grows after 2000)
+        grew = t.last_scale is not None and t.min_scale is not None and t.last_scale > t.min_scale and t.count < t.overflows
+        ratio = 0.0 if grew else t.overflows / max(1, t.count) if t.count else 1.0
     floor = t.min_scale is not None and t.min_scale <= 1
     # not only start-up calibration: still overflowing in the second half of the logged steps
     persists = not recs or t.overflow_last_line >= (recs[0].line + recs[-1].line) / 2

@@ -179,7 +179,7 @@ _CATEGORY_PHASE = {
 
 
 # a bar's postfix naming the learning rate (`lr: 2.0e-04 loss: ...`, `lr=1e-5`): the training loop's bar
-_LR_POSTFIX = re.compile(rb"[\s,|\]](?:lr|learning_rate)\s*[:=]\s*[0-9.]")
+LR_POSTFIX = re.compile(rb"[\s,|\]](?:lr|learning_rate)\s*[:=]\s*[0-9.]")
 
 _METRIC_CATEGORIES = {"nan-loss", "no-grad", "loss-suspicious", "fp16-overflow"}
 
@@ -308,7 +308,7 @@ class PhaseTracker:
         b = R._BAR.search(seg)
         label = R._LABEL_PREFIX.sub("", lab.group(1).decode("utf-8", "replace")).strip()   # drop rank / host prefixes
         kind = classify_bar(label)
-        if kind != "training" and _LR_POSTFIX.search(seg, lab.end()):
+        if kind != "training" and LR_POSTFIX.search(seg, lab.end()):
             kind = "training"       # a learning rate in the postfix: an optimiser is stepping, whatever the label says
         if kind == "training" and not label and not self._training_seen():
             return None     # an unlabelled bar before any training evidence (tokenising, shards ...)
