@@ -133,6 +133,9 @@ class Report:
     encoding: str = "utf-8"
     long_lines: int = 0          # lines longer than the matching cap (matched in pieces)
     extra: dict[str, Any] = field(default_factory=dict)   # phase, step, ranks... added by later stages
+    # ids of the rules whose `match.unless` hit somewhere in the log (not serialised): a rescan of one
+    # line (detect/wrapped.py) must not bring back a rule the whole log vetoed
+    unless_rules: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def errors(self) -> list[Finding]:

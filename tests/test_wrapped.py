@@ -43,3 +43,17 @@ def test_another_programs_output_quoted_with_escaped_newlines():
 def test_a_few_escaped_newlines_in_a_message_are_left_alone():
     log = "ValueError: bad prompt template 'a\\nb'\n"
     assert all(f.line != 1 or f.rule_id == "unknown" for f in analyze(log).findings)
+
+
+def test_a_rule_the_whole_log_vetoes_stays_out_of_the_joined_message():
+    # the joined "device-side assert triggered ... asynchronously reported" line alone matches the index
+    # rule, but the log names the assertion (the sampler's NaN check): the rule's `unless` holds there too
+    log = ("kernel.cu:110: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion "
+           "`probability tensor contains either `inf`, `nan` or element < 0` failed.\n"
+           "Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\n"
+           "torch.AcceleratorError: CUDA error: device-side assert triggered\n"
+           "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+           "below might be incorrect.\n")
+    errors = _errors(log)
+    assert errors[0].rule_id == "sampling-probability-nan"
+    assert not any(f.rule_id == "cuda-device-side-assert-index" for f in errors)

@@ -281,7 +281,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
     wrapped_message(findings, [*exceptions, *([exc] if exc is not None else [])], scanner, engine, rules_by_id,
-                    verdict_spec().get("wrapped_message"))
+                    verdict_spec().get("wrapped_message"), report.unless_rules)
     weak = status == "finished" and evidence is not None and evidence["name"] in verdict_spec().get("weak_finish", ())
     _judge_fatality(findings, scanner, status, evidence if status == "finished" and not weak else None, lang,
                     evidence["line"] if status == "crashed" and evidence else None)

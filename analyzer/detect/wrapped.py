@@ -22,8 +22,10 @@ _HEADLINE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exceptio
 
 
 def wrapped_message(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner, engine: Any,
-                    rules_by_id: dict[str, Any], spec: Optional[dict[str, Any]]) -> None:
-    """Each of the last `spec["exceptions"]` exceptions of the log (a worker's, before its launcher's)."""
+                    rules_by_id: dict[str, Any], spec: Optional[dict[str, Any]],
+                    vetoed: frozenset[str] = frozenset()) -> None:
+    """Each of the last `spec["exceptions"]` exceptions of the log (a worker's, before its launcher's).
+    `vetoed`: rules whose `unless` hit in the whole log; the joined line alone cannot show that."""
     if engine is None or not spec:
         return
     heads: dict[int, Optional[int]] = {e.line: e.rank for e in exceptions if e.line > 0}
@@ -33,7 +35,7 @@ def wrapped_message(findings: list[Finding], exceptions: list[ExceptionInfo], sc
             if _HEADLINE.match(text):
                 heads.setdefault(n, None)
     for line in sorted(heads)[-int(spec["exceptions"]):]:
-        _one(findings, line, heads[line], scanner, engine, rules_by_id, spec)
+        _one(findings, line, heads[line], scanner, engine, rules_by_id, spec, vetoed)
 
 
 def _full_line(scanner: Scanner, line: int) -> str:
@@ -52,7 +54,7 @@ def _unescape(text: str) -> str:
 
 
 def _one(findings: list[Finding], line: int, rank: Optional[int], scanner: Scanner, engine: Any,
-         rules_by_id: dict[str, Any], spec: dict[str, Any]) -> None:
+         rules_by_id: dict[str, Any], spec: dict[str, Any], vetoed: frozenset[str]) -> None:
     head = split_prefix(_full_line(scanner, line)).text
     if head.count("\\n") >= int(spec["escaped_lines"]):
         # another program's output quoted in the message with its newlines escaped ("Error converting
@@ -73,7 +75,8 @@ def _one(findings: list[Finding], line: int, rank: Optional[int], scanner: Scann
     sub = engine.scan(io.BytesIO(text.encode("utf-8", "surrogateescape")), "-")
     known = {f.rule_id for f in findings}
     for f in sub.findings:
-        if f.severity != "error" or f.role != "cause" or f.rule_id in known or f.rule_id not in rules_by_id:
+        if (f.severity != "error" or f.role != "cause" or f.rule_id in known or f.rule_id not in rules_by_id
+                or f.rule_id in vetoed):
             continue
         f.line, f.last_line, f.rank, f.count = line, last, rank, 1
         f.judgement = None

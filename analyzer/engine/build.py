@@ -62,6 +62,13 @@ def _seg_text(seg: bytes) -> str:
     return split_prefix(normalise_text(decode_line(seg)[0])).text
 
 
+def unless_rules(scan: Any) -> frozenset[str]:
+    """Ids of the rules an `unless` pattern vetoed: it hit somewhere in the log."""
+    eng = scan.engine
+    return frozenset(eng.rules[ri]["id"] for ri, unl in enumerate(eng.rule_unless)
+                     if any(pi in scan.doc_hits for pi in unl))
+
+
 def findings(scan: Any) -> list[Finding]:
     """One finding per rule whose state `scan` holds and whose requires/unless patterns agree."""
     eng = scan.engine

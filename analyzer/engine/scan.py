@@ -357,6 +357,7 @@ class Scan:
 
     def _finish(self, report: Report) -> Report:
         findings = build.findings(self)
+        report.unless_rules = build.unless_rules(self)
         exc = self._exception(report.lines)
         by_line = {e.line: e for e in self.tbp.exceptions}
         for f in findings:
