@@ -630,3 +630,17 @@ def test_a_long_run_of_exact_zeros_after_few_or_halving_records_is_a_hidden_nan(
     few = [2.3, 2.1] + [0.0] * 5                       # a short stretch after two records stays silent
     t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 2e-05, 'epoch': 0.0{i}}}\n" for i, x in enumerate(few)))
     assert "nan_hidden" not in {a.kind for a in D.detect(t)}
+
+
+def test_nan_grads_that_keep_recovering_are_a_warning_even_near_the_end():
+    # fp16 loss scaling (mmdet Fp16OptimizerHook): grad_norm nan/inf on many records, every loss
+    # finite, each bad record followed by a finite one; the last bad record is the second to last
+    losses = [round(3.0 - 0.05 * i, 3) for i in range(12)]
+    grads = [1.0, "nan", 1.2, "inf", 1.1, 0.9, "nan", 1.0, 1.3, 1.0, "inf", 1.1]
+    assert kinds(_tracker(_hf(losses, grads))) == {("nan", "warning")}
+
+
+def test_nan_grad_once_near_the_end_with_no_recovery_history_stays_an_error():
+    losses = [round(3.0 - 0.05 * i, 3) for i in range(8)]
+    grads = [1.0, 1.0, 1.0, 1.0, 1.0, "nan", "nan", 1.0]
+    assert ("nan", "error") in kinds(_tracker(_hf(losses, grads)))

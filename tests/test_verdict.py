@@ -738,3 +738,16 @@ def test_a_signature_that_states_why_the_loss_reads_zero_is_the_root_cause():
     assert any(f.rule_id == "metric-loss-zero-from-start" and f.severity == "warning" for f in rep.findings)
     rep = run(zeros + FINISH)             # without the collator's word the zero loss is a hidden NaN
     assert errors(rep)[0].rule_id == "metric-loss-zero-from-start"
+
+
+def test_a_store_timeout_before_any_step_is_fix_and_after_progress_is_retry():
+    err = ("[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "
+           "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout\n")
+    rep = run("Loading interaction data ...\n" + err)
+    assert errors(rep)[0].rule_id == "c10d-store-timeout" and rep.extra["action"] == "fix"
+    assert "preprocess" in rep.extra["action_reason"]
+    steps = "".join(f"{{'loss': {2.0 - i / 100}, 'grad_norm': 1.1, 'learning_rate': 1e-05, 'epoch': {i / 100}}}\n"
+                    for i in range(1, 8))
+    assert run(steps + err).extra["action"] == "retry"       # it had been training: a peer fault, transient
+    connect = "TimeoutError: The client socket has timed out after 900s while trying to connect to (10.0.0.1, 29500).\n"
+    assert run(connect).extra["action"] == "retry"            # the store never came up: nodes started apart

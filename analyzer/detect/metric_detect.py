@@ -73,12 +73,12 @@ def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
     which = "loss" if r.loss is not None and not math.isfinite(r.loss) else "grad_norm"
     value = r.loss if which == "loss" else r.grad_norm
     sev = "error" if (t.nonfinite >= th.nan_error_min or last_bad) else "warning"
-    bad_grads = [x.line for x in recs if x.grad_norm is not None and not math.isfinite(x.grad_norm)]
+    grads = [x.grad_norm for x in recs if x.grad_norm is not None]
+    bad_grads, recovered = [x.line for x in recs if x.grad_norm is not None and not math.isfinite(x.grad_norm)], sum(
+        1 for a, b in zip(grads, grads[1:]) if not math.isfinite(a) and math.isfinite(b))
     if (which == "grad_norm" and not last_bad and bad_grads and not any(x.loss is not None and not finite(x.loss) for x in recs)
-            and sum(1 for x in recs if x.line > bad_grads[-1] and x.grad_norm is not None) >= 2):
-        # only the gradient norm went non-finite, now and then, and every loss after it is finite:
-        # that step was skipped (a fp16 loss scaler, a non-finite-gradient guard); NaN weights
-        # would have made every later loss NaN
+            and (sum(1 for x in recs if x.line > bad_grads[-1] and x.grad_norm is not None) >= 2 or recovered >= 2)):
+        # only grad norms went non-finite, now and then, losses all finite: skipped steps (fp16 scaler)
         sev = "warning"
     lf = t.last_finite if t.last_finite is not None and t.last_finite.line < r.line else None
     return [Anomaly("nan", "nan-loss", sev, r.line, last.line, r.step, t.nonfinite, {
