@@ -618,3 +618,38 @@ def test_a_long_run_of_exact_zeros_after_few_or_halving_records_is_a_hidden_nan(
     few = [2.3, 2.1] + [0.0] * 5                       # a short stretch after two records stays silent
     t = _tracker("".join(f"{{'loss': {x}, 'learning_rate': 2e-05, 'epoch': 0.0{i}}}\n" for i, x in enumerate(few)))
     assert "nan_hidden" not in {a.kind for a in D.detect(t)}
+
+
+# ---------------------------------------------------------------- learning rate decayed to 0 long before the end
+def _lr_log(lrs, losses):
+    return "".join(f"step={(i + 1) * 50} loss={loss:.4f} lr={lr:.6e}\n" for i, (lr, loss) in enumerate(zip(lrs, losses)))
+
+
+def test_lr_reaching_zero_early_and_staying_there_is_no_grad():
+    """A scheduler built for 400 steps in a 3000-step run: lr 0 from step 400 on, the loss stops improving."""
+    from llmtriage.detect.metric_lr import lr_dead
+
+    rnd = random.Random(3)
+    lrs = [max(0.0, 5e-5 * (1 - s / 400)) for s in range(50, 3050, 50)]
+    losses = [5.9 * 0.885 ** (i + 1) if i < 8 else 2.18 + rnd.uniform(-0.12, 0.12) for i in range(len(lrs))]
+    t = _tracker(_lr_log(lrs, losses))
+    [a] = lr_dead(t, D.detect(t))
+    assert (a.kind, a.category, a.severity) == ("lr_dead", "no-grad", "error")
+    assert a.numbers["from"] == "step 400" and a.numbers["records"] == 53 and a.numbers["total"] == 60
+
+
+def test_lr_ending_at_zero_or_loss_still_falling_is_not_lr_dead():
+    """Healthy look-alikes: a schedule that reaches 0 on its last records (the planned end of training),
+    and a tail of lr 0 over which the loss keeps falling (a rounded display, not a dead schedule)."""
+    from llmtriage.detect.metric_lr import lr_dead
+
+    n = 60
+    end = [5e-5 * (1 - i / (n - 1)) for i in range(n)]          # linear decay to exactly 0 at the last record
+    losses = [3.0 * 0.98 ** i for i in range(n)]
+    t = _tracker(_lr_log(end, losses))
+    assert lr_dead(t, D.detect(t)) == []
+    early = [5e-5 if i < 20 else 0.0 for i in range(n)]
+    t = _tracker(_lr_log(early, losses))                         # loss still falls over the zero tail
+    assert lr_dead(t, D.detect(t)) == []
+    t = _tracker(_lr_log([5e-5] * 50 + [0.0] * 10, [2.0] * 30 + [2.1, 1.9] * 15))   # tail under a third of the run
+    assert lr_dead(t, D.detect(t)) == []

@@ -229,3 +229,15 @@ def test_a_malformed_number_in_an_engine_stats_line_is_no_sample_and_no_crash():
             "61.2 tokens/s, Running: 6 reqs, Swapped: 0 reqs, Pending: 0 reqs\n")
     t, found = _run(text, train_start=None)
     assert found == [] and not t.decode
+
+
+def test_a_loss_line_rate_in_hz_redrawn_with_carriage_returns_is_a_rate_series():
+    """voxceleb_trainer redraws `Processing N of M:Loss ... - 312.50 Hz` with \\r on one physical line: every
+    redraw is a sample (they share a line number) and a collapse from ~300 Hz to single digits is read;
+    a "16000 Hz" without a loss on the line (an audio sample rate) is not a rate."""
+    draws = [f"\rProcessing {i * 19200} of 1092009:Loss {14 - i * 0.1:.6f} TEER/TAcc 40.000% - "
+             f"{310.0 if i < 28 else 6.5:.2f} Hz " for i in range(1, 40)]
+    t, [a] = _run("Sampling rate 16000 Hz\n" + "".join(draws) + "\n^C\n")
+    assert t.steps["rate"].n == 39
+    assert (a.category, a.severity) == ("throughput-low", "error")
+    assert a.numbers["rate_from"] == "310" and a.numbers["rate_to"] == "6.5"
