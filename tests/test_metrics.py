@@ -653,3 +653,24 @@ def test_lr_ending_at_zero_or_loss_still_falling_is_not_lr_dead():
     assert lr_dead(t, D.detect(t)) == []
     t = _tracker(_lr_log([5e-5] * 50 + [0.0] * 10, [2.0] * 30 + [2.1, 1.9] * 15))   # tail under a third of the run
     assert lr_dead(t, D.detect(t)) == []
+
+
+# ---------------------------------------------------------------- a flat loss printed as the very same many-digit value
+def test_a_loss_repeated_to_five_digits_on_many_records_is_an_error():
+    """`video-loss: 10.3755` on every record: different batches never give the same loss to 5+ significant
+    digits, so the weights are not changing (error); few digits or a short run stay a warning."""
+    from llmtriage.detect.metric_flat_exact import exact_flat, significant_digits
+
+    assert (significant_digits(10.3755), significant_digits(2.0), significant_digits(0.0012)) == (6, 1, 2)
+
+    def flat(value, n):
+        t = _tracker("".join(f"Train Epoch: [0]  [{i * 5:3d}/336]  eta: 0:08:00  video-loss: {value}  time: 1.5\n"
+                             for i in range(n)))
+        found = D.detect(t)
+        exact_flat(t, found)
+        return {(a.kind, a.severity) for a in found}, found
+
+    kinds_, found = flat("10.3755", 30)
+    assert ("flat", "error") in kinds_ and found[0].numbers["exact"] == "10.3755"
+    assert ("flat", "warning") in flat("2.1", 30)[0]
+    assert ("flat", "warning") in flat("10.3755", 10)[0]
