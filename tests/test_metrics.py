@@ -674,3 +674,20 @@ def test_a_loss_repeated_to_five_digits_on_many_records_is_an_error():
     assert ("flat", "error") in kinds_ and found[0].numbers["exact"] == "10.3755"
     assert ("flat", "warning") in flat("2.1", 30)[0]
     assert ("flat", "warning") in flat("10.3755", 10)[0]
+
+
+# ---------------------------------------------------------------- LLaMA-Factory trainer_log.jsonl
+def test_trainer_log_jsonl_records_with_a_null_reward_are_sft_records_with_steps():
+    """`"reward": null` on every SFT record is no RL field: a jump to exactly 0 is the hidden NaN, and
+    `current_steps` is the step (not `total_steps`)."""
+    from llmtriage.detect.metric_parse import is_rl_line
+
+    def rec(step, loss):
+        return (f'{{"current_steps": {step}, "total_steps": 10672, "loss": {loss}, "eval_loss": null, "predict_loss": null, '
+                f'"reward": null, "learning_rate": 7e-07, "epoch": 0.74, "percentage": 37.0}}\n')
+
+    assert not is_rl_line(rec(5, 0.0).encode()) and is_rl_line(b"{'loss': 0.0, 'reward': 0.25, 'x': None}")
+    t = _tracker("".join(rec(3880 + 5 * i, 1.8 + 0.01 * (i % 7)) for i in range(14)) + rec(3955, 11.84)
+                 + "".join(rec(3960 + 5 * i, 0.0) for i in range(40)))
+    [a] = [a for a in D.detect(t) if a.kind == "nan_hidden"]
+    assert a.severity == "error" and a.numbers["at"] == "step 3960"
