@@ -644,3 +644,76 @@ def test_nan_grad_once_near_the_end_with_no_recovery_history_stays_an_error():
     losses = [round(3.0 - 0.05 * i, 3) for i in range(8)]
     grads = [1.0, 1.0, 1.0, 1.0, 1.0, "nan", "nan", 1.0]
     assert ("nan", "error") in kinds(_tracker(_hf(losses, grads)))
+
+
+# ---------------------------------------------------------------- learning rate decayed to 0 long before the end
+def _lr_log(lrs, losses):
+    return "".join(f"step={(i + 1) * 50} loss={loss:.4f} lr={lr:.6e}\n" for i, (lr, loss) in enumerate(zip(lrs, losses)))
+
+
+def test_lr_reaching_zero_early_and_staying_there_is_no_grad():
+    """A scheduler built for 400 steps in a 3000-step run: lr 0 from step 400 on, the loss stops improving."""
+    from llmtriage.detect.metric_lr import lr_dead
+
+    rnd = random.Random(3)
+    lrs = [max(0.0, 5e-5 * (1 - s / 400)) for s in range(50, 3050, 50)]
+    losses = [5.9 * 0.885 ** (i + 1) if i < 8 else 2.18 + rnd.uniform(-0.12, 0.12) for i in range(len(lrs))]
+    t = _tracker(_lr_log(lrs, losses))
+    [a] = lr_dead(t, D.detect(t))
+    assert (a.kind, a.category, a.severity) == ("lr_dead", "no-grad", "error")
+    assert a.numbers["from"] == "step 400" and a.numbers["records"] == 53 and a.numbers["total"] == 60
+
+
+def test_lr_ending_at_zero_or_loss_still_falling_is_not_lr_dead():
+    """Healthy look-alikes: a schedule that reaches 0 on its last records (the planned end of training),
+    and a tail of lr 0 over which the loss keeps falling (a rounded display, not a dead schedule)."""
+    from llmtriage.detect.metric_lr import lr_dead
+
+    n = 60
+    end = [5e-5 * (1 - i / (n - 1)) for i in range(n)]          # linear decay to exactly 0 at the last record
+    losses = [3.0 * 0.98 ** i for i in range(n)]
+    t = _tracker(_lr_log(end, losses))
+    assert lr_dead(t, D.detect(t)) == []
+    early = [5e-5 if i < 20 else 0.0 for i in range(n)]
+    t = _tracker(_lr_log(early, losses))                         # loss still falls over the zero tail
+    assert lr_dead(t, D.detect(t)) == []
+    t = _tracker(_lr_log([5e-5] * 50 + [0.0] * 10, [2.0] * 30 + [2.1, 1.9] * 15))   # tail under a third of the run
+    assert lr_dead(t, D.detect(t)) == []
+
+
+# ---------------------------------------------------------------- a flat loss printed as the very same many-digit value
+def test_a_loss_repeated_to_five_digits_on_many_records_is_an_error():
+    """`video-loss: 10.3755` on every record: different batches never give the same loss to 5+ significant
+    digits, so the weights are not changing (error); few digits or a short run stay a warning."""
+    from llmtriage.detect.metric_flat_exact import exact_flat, significant_digits
+
+    assert (significant_digits(10.3755), significant_digits(2.0), significant_digits(0.0012)) == (6, 1, 2)
+
+    def flat(value, n):
+        t = _tracker("".join(f"Train Epoch: [0]  [{i * 5:3d}/336]  eta: 0:08:00  video-loss: {value}  time: 1.5\n"
+                             for i in range(n)))
+        found = D.detect(t)
+        exact_flat(t, found)
+        return {(a.kind, a.severity) for a in found}, found
+
+    kinds_, found = flat("10.3755", 30)
+    assert ("flat", "error") in kinds_ and found[0].numbers["exact"] == "10.3755"
+    assert ("flat", "warning") in flat("2.1", 30)[0]
+    assert ("flat", "warning") in flat("10.3755", 10)[0]
+
+
+# ---------------------------------------------------------------- LLaMA-Factory trainer_log.jsonl
+def test_trainer_log_jsonl_records_with_a_null_reward_are_sft_records_with_steps():
+    """`"reward": null` on every SFT record is no RL field: a jump to exactly 0 is the hidden NaN, and
+    `current_steps` is the step (not `total_steps`)."""
+    from llmtriage.detect.metric_parse import is_rl_line
+
+    def rec(step, loss):
+        return (f'{{"current_steps": {step}, "total_steps": 10672, "loss": {loss}, "eval_loss": null, "predict_loss": null, '
+                f'"reward": null, "learning_rate": 7e-07, "epoch": 0.74, "percentage": 37.0}}\n')
+
+    assert not is_rl_line(rec(5, 0.0).encode()) and is_rl_line(b"{'loss': 0.0, 'reward': 0.25, 'x': None}")
+    t = _tracker("".join(rec(3880 + 5 * i, 1.8 + 0.01 * (i % 7)) for i in range(14)) + rec(3955, 11.84)
+                 + "".join(rec(3960 + 5 * i, 0.0) for i in range(40)))
+    [a] = [a for a in D.detect(t) if a.kind == "nan_hidden"]
+    assert a.severity == "error" and a.numbers["at"] == "step 3960"

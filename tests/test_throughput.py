@@ -249,3 +249,15 @@ def test_a_climb_to_several_times_the_median_is_found_and_an_evaluation_pause_is
     assert b.severity == "warning" and b.numbers["climb_to"] == "28.1"
     # an evaluation pause: one long step, then the smoothed rate decays back
     assert _run(_bars(normal + [14.0, 7.5, 4.1, 2.6, 1.9] + normal))[1] == []
+
+
+def test_a_loss_line_rate_in_hz_redrawn_with_carriage_returns_is_a_rate_series():
+    """voxceleb_trainer redraws `Processing N of M:Loss ... - 312.50 Hz` with \\r on one physical line: every
+    redraw is a sample (they share a line number) and a collapse from ~300 Hz to single digits is read;
+    a "16000 Hz" without a loss on the line (an audio sample rate) is not a rate."""
+    draws = [f"\rProcessing {i * 19200} of 1092009:Loss {14 - i * 0.1:.6f} TEER/TAcc 40.000% - "
+             f"{310.0 if i < 28 else 6.5:.2f} Hz " for i in range(1, 40)]
+    t, [a] = _run("Sampling rate 16000 Hz\n" + "".join(draws) + "\n^C\n")
+    assert t.steps["rate"].n == 39
+    assert (a.category, a.severity) == ("throughput-low", "error")
+    assert a.numbers["rate_from"] == "310" and a.numbers["rate_to"] == "6.5"

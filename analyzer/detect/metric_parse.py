@@ -15,6 +15,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   mmengine / xtuner    Iter(train) [  10/12867]  lr: 5.2e-07  ...  loss: 1.0672  grad_norm: 5.8255
   mlx-lm               Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, Tokens/sec 192.2
   Composer             [batch=500/20000]:  then indented  Train loss/train/total: 11.48  (metric_composer.py)
+  LLaMA-Factory jsonl  {"current_steps": 4450, "total_steps": 9750, "loss": 0.0, "reward": null, ...} (a null reward is no RL)
   notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
                        (the Trainer's notebook callback, Unsloth/Colab; also `Step | Training Loss | reward | ...`):
                        the header names the columns (`table_columns`), each row is read by them (`table_row`)
@@ -59,7 +60,7 @@ FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:
 _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
          rb"train_loss_step", rb"train_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
          rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
-         rb"global_step(?:/max_steps)?", rb"step", rb"iteration", rb"iter")
+         rb"global_step(?:/max_steps)?", rb"current_steps", rb"step", rb"iteration", rb"iter")
 _VALUE = (rb"""['"]?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
           rb"""|inf(?:inity)?))""")
 KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
@@ -69,7 +70,7 @@ _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:]
 
 _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
-          b"epoch": 4, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
+          b"epoch": 4, b"current_steps": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
 _MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")
 # a learning rate printed with fixed decimals that are all 0 ("actor/lr:0.000" for 1e-6) is below the
 # display's precision, not 0; "0", "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
@@ -216,9 +217,15 @@ class Record:
         return f"log record {self.index + 1}" if self.index >= 0 else f"line {self.line}"
 
 
+# a field logged without a value (LLaMA-Factory's trainer_log.jsonl writes `"reward": null` on every SFT record)
+_EMPTY_FIELD = re.compile(rb"""["'][\w/]+["']\s*:\s*(?:null|None)\b""")
+
+
 def is_rl_line(text: bytes) -> bool:
-    """Whether a metric line is an RL post-training record (reward / KL / policy-loss fields)."""
-    return any(w in text for w in _RL_WORDS)
+    """Whether a metric line is an RL post-training record (reward / KL / policy-loss fields with a value)."""
+    if not any(w in text for w in _RL_WORDS):
+        return False
+    return any(w in _EMPTY_FIELD.sub(b"", text) for w in _RL_WORDS) if b"null" in text or b"None" in text else True
 
 
 # a row of the Trainer's end-of-run table ("  train_loss               =     0.7963")

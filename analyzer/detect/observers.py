@@ -43,12 +43,16 @@ class TrainingObserver:
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
         from llmtriage.detect.metric_findings import to_findings   # deferred: as above
+        from llmtriage.detect.metric_lr import lr_dead   # deferred: as above
+        from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
         self.metrics.flush(end)
         self.phase.flush(end)
         anomalies = detect(self.metrics)
+        exact_flat(self.metrics, anomalies)
+        anomalies += lr_dead(self.metrics, anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         findings.extend(to_findings(anomalies, findings, self.lang))

@@ -39,7 +39,7 @@ HEAD, TAIL = 256, 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: |Tokens/sec ")
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: |Tokens/sec |[0-9] Hz\b")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
              rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -50,8 +50,10 @@ _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"timing_s/step:([0-9.]+)"
 # a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781", torchtitan's "tps: 6,452",
-# mlx-lm's "Iter 10: ... Tokens/sec 192.224"
-_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)")
+# mlx-lm's "Iter 10: ... Tokens/sec 192.224", a loss line's samples per second in Hz (voxceleb_trainer:
+# "Processing 19200 of 1092009:Loss 13.9 TEER/TAcc 21.1% - 312.50 Hz"; a loss on the line keeps "16000 Hz" out)
+_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
+         rb"|[Ll]oss\b[^\n]*? ([0-9][0-9,]*(?:\.[0-9]+)?) Hz\b")
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
@@ -268,7 +270,7 @@ class ThroughputTracker:
             return
         m = P["rate"].search(seg)
         if m:
-            r = float((m.group(1) or m.group(2)).replace(b",", b""))
+            r = float((m.group(1) or m.group(2) or m.group(3)).replace(b",", b""))
             if r > 0:
                 self._add("rate", line, 1.0 / r)
             return
@@ -329,7 +331,7 @@ class ThroughputTracker:
             k = max(4, len(vals) // 4)
             early, late = [v for _, v in vals[:k]], [v for _, v in vals[-k:]]
             e, lt = _median(early), _median(late)
-            if e > 0 and lt > th.rise_factor * e and vals[-k][0] > vals[k - 1][0]:
+            if e > 0 and lt > th.rise_factor * e and vals[-k][0] >= vals[k - 1][0]:   # (\r redraws share a line)
                 # still slowing as the log ends (the late quarter's second half slower than its
                 # first): its median understates where the run is now, the last third of it tells
                 h = k // 2
