@@ -214,3 +214,21 @@ def test_a_hit_dense_first_block_goes_to_the_set_at_once(small, tmp_path, monkey
     rep = scan_source(eng, text)
     assert eng.set.compiled and eng._gated is None
     assert [(f.rule_id, f.line) for f in rep.findings] == want
+
+
+def test_set_forms_are_cached_and_a_tampered_forms_file_is_recomputed(tmp_path, monkeypatch):
+    """The RE2 Set form of every pattern is kept as checked JSON beside the rule cache (engine/litcache.py);
+    a forms file that is not ours (bad digest) is removed and the forms are computed again."""
+    import llmtriage
+    from llmtriage.engine.matcher import Engine
+    from llmtriage.engine.re2set import set_form
+
+    monkeypatch.setenv("LLMTRIAGE_CACHE_DIR", str(tmp_path))
+    rs = llmtriage.load_rules()
+    first = Engine(rs, mode="re2")
+    [path] = list(tmp_path.glob("forms-*.json"))
+    assert first._forms == [set_form(p)[0] for p in first.patterns]
+    assert Engine(rs, mode="re2")._forms == first._forms         # read back from the file
+    path.write_bytes(path.read_bytes().replace(b"(?m)", b"(?s)") + b" ")
+    again = Engine(rs, mode="re2")
+    assert again._forms == first._forms and again.inexact == first.inexact

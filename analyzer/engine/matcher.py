@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from typing import Any, BinaryIO, Callable, Optional, Sequence
 
-from llmtriage.engine.litcache import cached_index
+from llmtriage.engine.litcache import cached_forms, cached_index
 from llmtriage.engine.re2set import (HAVE_RE2, RE2_SET_MEM, GatedSet, LazySet, LiteralSet, literal_gate, literal_index,
                                      relax_bounds, set_form)
 from llmtriage.engine.scan import GATED_BYTES, THRASH_HITS, Scan
@@ -61,7 +61,7 @@ class Engine:
             self.set = HyperscanSet([relax_bounds(p) for p in self.patterns], cache_dir(), set_mem)
             self.inexact = set(range(len(self.patterns)))     # PCRE and RE2 classes differ at the edges
         elif self.mode == "re2":
-            forms = [set_form(p) for p in self.patterns]
+            forms = cached_forms(self.patterns, cache_dir(), lambda: [set_form(p) for p in self.patterns])
             self._forms = [f for f, _ in forms]
             self.set_mem = set_mem
             # compiled when a scan first needs it: a small log is answered by the gated set alone
