@@ -717,3 +717,30 @@ def test_trainer_log_jsonl_records_with_a_null_reward_are_sft_records_with_steps
                  + "".join(rec(3960 + 5 * i, 0.0) for i in range(40)))
     [a] = [a for a in D.detect(t) if a.kind == "nan_hidden"]
     assert a.severity == "error" and a.numbers["at"] == "step 3960"
+
+
+def _fall_with_evals(acc):
+    """A loss falling from 9 to ~0.05 within 60 steps (grad_norm noisy: a warning on its own) and three
+    evaluations whose loss falls while eval_accuracy follows `acc`."""
+    rows, k = [], 0
+    for i in range(0, 200, 5):
+        loss = 9.0 * 0.8 ** i if i < 60 else 0.05 - i * 1e-5
+        rows.append(f"{{'loss': {loss:.4f}, 'grad_norm': {1.0 + (i % 3) * 0.9:.2f}, 'learning_rate': 5e-05, 'epoch': {i / 200:.2f}, 'step': {i}}}")
+        if i in (40, 120, 195):
+            rows.append(f"{{'eval_loss': {0.4 / (k + 1):.4f}, 'eval_accuracy': {acc[k]}, 'eval_runtime': 40.9, 'epoch': {i / 200:.2f}}}")
+            k += 1
+    return "\n".join(rows) + "\n"
+
+
+def test_a_fast_fall_while_the_eval_task_metric_worsens_is_an_error(tmp_path):
+    """metric_task: the loss falls, eval_accuracy falls from 0.91 to 0.28 over the same evaluations: the loss
+    no longer measures the task (an error naming the metric); with the accuracy rising it stays a warning."""
+    import llmtriage
+
+    bad, good = tmp_path / "bad.log", tmp_path / "good.log"
+    bad.write_text(_fall_with_evals(["0.9105", "0.438", "0.276"]))
+    good.write_text(_fall_with_evals(["0.61", "0.83", "0.9"]))
+    [f] = [f for f in llmtriage.analyze(str(bad)).findings if f.rule_id == "metric-fast-fall"]
+    assert f.severity == "error" and "eval_accuracy got worse, from 0.9105 to 0.276" in f.message
+    [g] = [f for f in llmtriage.analyze(str(good)).findings if f.rule_id == "metric-fast-fall"]
+    assert g.severity == "warning" and "eval_" not in g.message

@@ -247,6 +247,23 @@ def test_nccl_connecting_to_a_link_local_address_is_fix():
     assert run(warn.format(addr="10.0.3.17")).extra["action"] == "retry"     # a routable peer: transient
 
 
+def test_nccl_that_cannot_reach_its_peer_before_any_step_is_fix():
+    """An unhandled system error after NCCL's bootstrap found no route to the peer (or dialled fe80::...%iface)
+    at start-up: the interface or route is wrong and a rerun repeats it (fix); the same error mid-run after
+    training made progress stays a retry."""
+    head = "".join(f"n2:9087:9121 [0] misc/socket.cc:567 NCCL WARN socketPollConnect: connect returned No route to host, "
+                   f"exceeded error retry count ({i})\n" for i in range(1, 4))
+    crash = ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+             "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+             "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n")
+    rep = run(head + crash)
+    assert errors(rep)[0].category == "nccl-error" and rep.extra["action"] == "fix"
+    assert "NCCL_SOCKET_IFNAME" in rep.extra["action_reason"]
+    steps = "".join(f"{{'loss': {2.0 - i * 0.01:.3f}, 'grad_norm': 1.1, 'learning_rate': 2e-05, 'epoch': {i / 100:.2f}}}\n"
+                    for i in range(1, 30))
+    assert run(steps + head + crash).extra["action"] == "retry"
+
+
 def test_rule_declared_action_wins_over_the_category_default():
     rs = llmtriage.load_rules()
     rule = dict(rs.by_id["torch-cuda-oom"], action="retry")

@@ -200,6 +200,7 @@ class MetricTracker:
         self._hist: deque[float] = deque(maxlen=self.th.spike_history)
         self.overflows = 0
         self.evals: list[tuple[int, str]] = []      # (line, printed value) of evaluation losses
+        self.eval_rows: list[tuple[int, bytes]] = []    # (line, text) of those lines: their task metrics (metric_task)
         self.overflow_first_line = 0
         self.overflow_last_line = 0
         self.last_scale: Optional[float] = None
@@ -296,6 +297,7 @@ class MetricTracker:
             nl += lines.count(b"\n", counted, ls)
             counted = ls
             self.evals.append((line_base + nl, m.group(1).decode("ascii")))
+            self.eval_rows.append((line_base + nl, row[:2048]))
             if len(self.evals) >= _MAX_EVALS:
                 break
 

@@ -45,6 +45,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_findings import to_findings   # deferred: as above
         from llmtriage.detect.metric_lr import lr_dead   # deferred: as above
         from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
+        from llmtriage.detect.metric_task import task_worsens   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -52,6 +53,7 @@ class TrainingObserver:
         self.phase.flush(end)
         anomalies = detect(self.metrics)
         exact_flat(self.metrics, anomalies)
+        task_worsens(self.metrics, anomalies)
         anomalies += lr_dead(self.metrics, anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
