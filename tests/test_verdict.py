@@ -72,6 +72,17 @@ def test_server_death_without_traceback_gets_an_unknown_error():
     assert "SystemExit: 1" in top.evidence
 
 
+def test_warning_cause_on_the_fatal_exception_line_outranks_a_launcher_summary():
+    log = ("+ srun --partition=cpu python eval.py --device cuda:0\n"
+           "Traceback (most recent call last):\n"
+           '  File "/opt/venv/lib/python3.10/site-packages/torch/cuda/__init__.py", line 319, in _lazy_init\n'
+           "    torch._C._cuda_init()\n"
+           "RuntimeError: No HIP GPUs are available\n"
+           "srun: error: cpu-node-017: task 0: Exited with exit code 1\n")
+    top = errors(run(log))[0]
+    assert top.category == "cuda-unavailable" and top.judgement["context"] == "explains-death"
+
+
 def test_native_abort_without_traceback():
     rep = run("llama_model_load_internal: offloaded 40/43 layers to GPU\nIllegal instruction (core dumped)\n")
     assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "native-abort"

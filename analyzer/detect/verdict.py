@@ -233,6 +233,18 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
 
 
 
+def _promote_covering(covered: list[Finding], line: int, lang: Optional[str]) -> None:
+    """Only cascade symptoms are errors, yet the exception that ended the job is itself the evidence
+    of a warning-level cause ("RuntimeError: No CUDA GPUs are available" under srun): that cause is
+    the root, promoted to error as a death it explains."""
+    spec = verdict_spec()
+    for f in covered:
+        if f.severity == "warning" and f.role == "cause" and f.judgement is None and f.category in spec["explains_death"]:
+            f.judgement = {"context": "explains-death", "severity_was": "warning",
+                           "reason": tr(spec["explains_reason"], lang, line=line)}
+            f.severity = "error"
+
+
 def _settled(findings: list[Finding], scanner: Scanner, lang: Optional[str]) -> None:
     """fp16 overflows that stopped while the run went on (the dynamic loss scale settling from 2^32):
     the step counter advanced by `min_steps`, and by at least as many steps as overflows, after the
@@ -316,6 +328,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
             covered = []
         if root is not None and not covered:
             findings.append(unknown_finding(root, lang))
+        elif root is not None:
+            _promote_covering(covered, root.line, lang)
     if status == "running" and report.extra.get("thread_dump") and not any(f.severity == "error" for f in findings):
         from llmtriage.detect.threaddump import hang_finding   # deferred: loaded only by scans that met a thread dump
         hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang)
