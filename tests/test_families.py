@@ -224,6 +224,10 @@ def _raised_in(headline: str, *files: str) -> str:
     # Unsloth's rewritten attention read a head_dim of 0 from a config of another transformers release
     ("RuntimeError", "shape '[1, 1410, 28, 0]' is invalid for input of size 5053440",
      ["/py/site-packages/unsloth/models/_utils.py", "/py/site-packages/unsloth/models/llama.py"], "dependency-mismatch"),
+    # XTuner's dispatched RoPE call into a hub modeling file that expects another signature
+    ("RuntimeError", "Boolean value of Tensor with more than one value is ambiguous",
+     ["/ws/xtuner/xtuner/model/modules/dispatch/internlm2.py",
+      "/root/.cache/huggingface/modules/transformers_modules/internlm2-chat-7b/modeling_internlm2.py"], "dependency-mismatch"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -242,6 +246,8 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
      ["/py/site-packages/deepspeed/runtime/zero/stage3.py"]),                  # not a type the DeepSpeed shape takes
     ("RuntimeError", "shape '[4, 512]' is invalid for input of size 2000",
      ["/app/unsloth_compiled_cache/UnslothSFTTrainer.py"]),                    # Unsloth's generated trainer, not its model patches
+    ("RuntimeError", "Boolean value of Tensor with more than one value is ambiguous",
+     ["/ws/xtuner/xtuner/dataset/huggingface.py"]),                            # XTuner's dataset code, not a dispatched forward
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues
