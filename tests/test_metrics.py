@@ -744,3 +744,26 @@ def test_a_fast_fall_while_the_eval_task_metric_worsens_is_an_error(tmp_path):
     assert f.severity == "error" and "eval_accuracy got worse, from 0.9105 to 0.276" in f.message
     [g] = [f for f in llmtriage.analyze(str(good)).findings if f.rule_id == "metric-fast-fall"]
     assert g.severity == "warning" and "eval_" not in g.message
+
+
+def test_a_loss_that_falls_step_by_step_into_display_zero_is_a_collapse_not_no_grad():
+    """Loss 8.6 falling record after record to `loss 0.0000 | grad_norm 0.0000` (four decimals): the weights
+    did move (the loss fell), so the zeros are rounding of a model that found a shortcut (labels not shifted,
+    answer visible in the input): loss-suspicious, not no-grad. A normal loss that jumps to an exact 0 stays
+    the hidden-NaN / no-label case."""
+    losses = [8.6 * 0.7 ** i for i in range(26)] + [0.0] * 25
+    grads = [2.0 * 0.8 ** i for i in range(26)] + [0.0] * 25
+    text = "".join(f"step {20 * (i + 1):5d}/1000 | loss {x:.4f} | grad_norm {g:.4f} | lr 2.0e-04\n"
+                   for i, (x, g) in enumerate(zip(losses, grads)))
+    got = kinds(_tracker(text))
+    assert ("collapse", "error") in got and not any(k == "flat" for k, _ in got)
+
+
+def test_rl_dicts_with_quoted_policy_loss_are_read_and_never_called_a_replayed_epoch():
+    """OpenRLHF / slime print `{'policy_loss': ..., 'kl': ..., 'reward': ...}`: the quoted RL loss key is a
+    record (a NaN there is nan-loss); RL losses that happen to repeat are not a replayed epoch (rollouts are
+    sampled, so the premise of the repeat detector does not hold)."""
+    ok = [f"Global step {i}: {{'policy_loss': {-0.01 + (i % 4) * 0.003:.4f}, 'kl': 0.001, 'reward': 0.41}}\n" for i in range(1, 17)]
+    bad = [f"Global step {i}: {{'policy_loss': nan, 'kl': nan, 'reward': 0.0}}\n" for i in range(17, 30)]
+    assert ("nan", "error") in kinds(_tracker("".join(ok + bad)))
+    assert not any(k == "repeat" for k, _ in kinds(_tracker("".join(ok))))

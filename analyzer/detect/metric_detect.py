@@ -205,16 +205,16 @@ def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
 
 def _repeat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     """The same loss sequence, value for value, every `period` records (the data repeats each epoch
-    and the weights never change). Needs a loss that varies within the period."""
+    and the weights never change). Needs a loss that varies within the period. Not RL: sampled rollouts
+    differ every step, so the premise (the same batches in the same order) does not hold."""
     th = t.th
-    if t.sampled:
+    if t.sampled or any(r.rl for r in finite_recs):
         return []
     xs = [r.loss for r in finite_recs]
-    n = len(xs)
-    for p in range(3, n // 2 + 1):
+    for p in range(3, len(xs) // 2 + 1):
         run = best = 0
         end = 0
-        for i in range(p, n):
+        for i in range(p, len(xs)):
             if xs[i] == xs[i - p]:
                 run += 1
                 if run > best:
@@ -261,6 +261,8 @@ def _flat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     run = finite_recs[i:]
     if all(r.rl for r in run) and hi <= th.flat_abs:   # type: ignore[operator]
         return []       # GRPO/PPO: loss 0 while KL is still 0 is by design
+    if hi <= th.flat_abs and i > 0 and 0 < finite_recs[i - 1].loss < th.collapse_loss:  # type: ignore[operator]
+        return _collapse(t, finite_recs, descended=True)   # it fell into ~0 step by step: trained, onto a shortcut
     grads = [r.grad_norm for r in run if r.grad_norm is not None]
     zero = bool(grads) and all(finite(g) and abs(g) <= th.zero_grad for g in grads)  # type: ignore[arg-type]
     lrs = [r.lr for r in run if r.lr is not None]
@@ -314,11 +316,11 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     return []
 
 
-def _collapse(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
+def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> list[Anomaly]:
     """The last flat_min_records losses under collapse_loss with grad_norm under collapse_grad (not
     all exactly 0: that is zero_grad), from a first loss >= fall_from: within the first epoch the model
     copies its input (labels not shifted / leaked) - an error; after >= epochs_fast epochs a tiny
-    dataset was memorised - a warning (the curve says nothing about generalisation)."""
+    dataset was memorised - a warning. `descended`: _flat saw the loss reach ~0 step by step (a grad printed 0 is rounding)."""
     th = t.th
     n = th.flat_min_records
     if t.first_nonfinite is not None or len(fin) < n + 1 or fin[0].loss < th.fall_from or fin[0].rl:  # type: ignore[operator]
@@ -327,7 +329,7 @@ def _collapse(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     grads = [r.grad_norm for r in tail]
     if not all(r.loss < th.collapse_loss for r in tail) or any(g is None or not finite(g) for g in grads):  # type: ignore[operator]
         return []
-    if all(g <= th.zero_grad for g in grads) or any(g >= th.collapse_grad for g in grads):  # type: ignore[operator]
+    if (all(g <= th.zero_grad for g in grads) and not descended) or any(g >= th.collapse_grad for g in grads):  # type: ignore[operator]
         return []
     i = len(fin) - n
     while i > 0 and fin[i - 1].loss < th.collapse_loss:  # type: ignore[operator]
@@ -357,12 +359,10 @@ def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
     if grads and all(g <= th.zero_grad for g in grads):  # type: ignore[operator]
         return []       # nothing moves at all: no-grad tells it
-    first, last = fin[0], fin[-1]
-    late = first.epoch is not None and first.epoch >= 1.0
+    first, last, late = fin[0], fin[-1], fin[0].epoch is not None and fin[0].epoch >= 1.0
     return [Anomaly("low_start", "loss-suspicious", "warning" if late else "error", first.line, last.line, first.step,
                     len(fin), {"loss": fmt(first.loss), "from": first.at, "max_loss": fmt(max(r.loss for r in fin)),  # type: ignore[type-var]
-                               "records": len(fin), "epoch": fmt(first.epoch) if first.epoch is not None else None,
-                               "grad_norm": fmt(grads[-1]) if grads else None})]
+                               "records": len(fin), "epoch": fmt(first.epoch) if first.epoch is not None else None, "grad_norm": fmt(grads[-1]) if grads else None})]
 
 
 def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:

@@ -36,7 +36,7 @@ from llmtriage.engine.logparse import split_prefix
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
-              rb"""\b(?:actor/)?(?:pg|policy)_loss\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
+              rb"""\b(?:actor/)?(?:pg|policy)_loss['"]?\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
               # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
               rb"""|\| grad norm: (?:nan|inf)\b"""
               # mlx-lm: "Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, ..."
