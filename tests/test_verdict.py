@@ -275,6 +275,19 @@ def test_nccl_that_cannot_reach_its_peer_before_any_step_is_fix():
     assert run(steps + head + crash).extra["action"] == "retry"
 
 
+def test_torchs_cuda_initialization_warning_is_no_quote():
+    """`UserWarning: CUDA initialization: The NVIDIA driver on your system is too old` is torch saying CUDA
+    could not start (the job has no GPU), not an error quoted in a warning: the driver finding stays an
+    error in a run that did not finish."""
+    log = ("/opt/conda/lib/python3.9/site-packages/torch/cuda/__init__.py:141: UserWarning: CUDA initialization: The NVIDIA "
+           "driver on your system is too old (found version 11000). Please update your GPU driver by downloading and "
+           "installing a new version from the URL: http://www.nvidia.com/Download/index.aspx\n"
+           "  return torch._C._cuda_getDeviceCount() > 0\n"
+           "  0%|          | 0/1250 [00:00<?, ?it/s]\n")
+    rep = run(log)
+    assert errors(rep) and errors(rep)[0].rule_id == "nvidia-driver-too-old"
+
+
 def test_rule_declared_action_wins_over_the_category_default():
     rs = llmtriage.load_rules()
     rule = dict(rs.by_id["torch-cuda-oom"], action="retry")
