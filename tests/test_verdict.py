@@ -288,6 +288,16 @@ def test_torchs_cuda_initialization_warning_is_no_quote():
     assert errors(rep) and errors(rep)[0].rule_id == "nvidia-driver-too-old"
 
 
+def test_a_preemption_named_as_an_earlier_attempt_is_history_when_this_attempt_trains():
+    """A platform header "attempt 2/3 (previous attempt: Preempted ...)" followed by training steps of this
+    attempt is not how this log ends; without progress after it, it is still the stop."""
+    head = ("beaker: job 01JRZ6 (grpo) task 0 — attempt 2/3 (previous attempt: Preempted by higher-priority job on "
+            "ai2/augusta, exit reason: preempted)\n")
+    steps = "".join(f"{{'episode': {i * 768}, 'training_step': {i}, 'objective/scores': 0.51}}\n" for i in range(201, 215))
+    assert not errors(run(head + steps))
+    assert errors(run(head))[0].category == "scheduler-kill"
+
+
 def test_rule_declared_action_wins_over_the_category_default():
     rs = llmtriage.load_rules()
     rule = dict(rs.by_id["torch-cuda-oom"], action="retry")
