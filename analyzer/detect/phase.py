@@ -96,6 +96,9 @@ class _Regexes(Lazy):
     def _make__BAR_LABEL(self) -> Any:
         return re.compile(rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|")
 
+    def _make_LR_POSTFIX(self) -> Any:
+        return re.compile(rb"[\s,|\]](?:lr|learning_rate)\s*[:=]\s*[0-9.]")
+
     def _make__LABEL_KIND(self) -> Any:
         return [(k, re.compile(p)) for k, p in _LABEL_KIND_SRC]
 
@@ -178,8 +181,10 @@ _CATEGORY_PHASE = {
 }
 
 
-# a bar's postfix naming the learning rate (`lr: 2.0e-04 loss: ...`, `lr=1e-5`): the training loop's bar
-LR_POSTFIX = re.compile(rb"[\s,|\]](?:lr|learning_rate)\s*[:=]\s*[0-9.]")
+def lr_postfix() -> Any:
+    """A bar's postfix naming the learning rate (`lr: 2.0e-04 loss: ...`, `lr=1e-5`): the training loop's bar
+    (compiled on first use)."""
+    return (_RX or _prx()).LR_POSTFIX
 
 _METRIC_CATEGORIES = {"nan-loss", "no-grad", "loss-suspicious", "fp16-overflow"}
 
@@ -308,7 +313,7 @@ class PhaseTracker:
         b = R._BAR.search(seg)
         label = R._LABEL_PREFIX.sub("", lab.group(1).decode("utf-8", "replace")).strip()   # drop rank / host prefixes
         kind = classify_bar(label)
-        if kind != "training" and LR_POSTFIX.search(seg, lab.end()):
+        if kind != "training" and lr_postfix().search(seg, lab.end()):
             kind = "training"       # a learning rate in the postfix: an optimiser is stepping, whatever the label says
         if kind == "training" and not label and not self._training_seen():
             return None     # an unlabelled bar before any training evidence (tokenising, shards ...)

@@ -29,7 +29,7 @@ from typing import Any, Optional
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spans
 from llmtriage.detect.metric_detect import Anomaly, fmt
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
-from llmtriage.detect.phase import LR_POSTFIX, classify_bar
+from llmtriage.detect.phase import classify_bar, lr_postfix
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
@@ -240,7 +240,7 @@ class ThroughputTracker:
                     self.gen.append(el)
                 return
             kind = classify_bar(label) if label else "training"
-            if kind != "training" and LR_POSTFIX.search(seg, m.end(1)):
+            if kind != "training" and lr_postfix().search(seg, m.end(1)):
                 kind = "training"   # the postfix names a learning rate: the training loop's bar (label = a job name)
             if kind != "training" or sec is None:
                 return

@@ -19,11 +19,12 @@ FORMAT = 1
 Index = tuple[list[tuple[tuple[str, bool], list[int]]], list[int]]
 
 
-def _key(patterns: list[str], wanted: list[int]) -> str:
-    h = blake2b(f"gate {FORMAT}\n".encode(), digest_size=16)
+def _key(kind: str, patterns: list[str], extra: str = "") -> str:
+    """The cache file's key: what it holds, the exact pattern list, and `extra` (which patterns are wanted)."""
+    h = blake2b(f"{kind} {FORMAT}\n".encode(), digest_size=16)
     for p in patterns:
         h.update(p.encode("utf-8", "surrogatepass") + b"\0")
-    h.update(",".join(map(str, wanted)).encode())
+    h.update(extra.encode())
     return h.hexdigest()[:24]
 
 
@@ -31,7 +32,7 @@ def cached_index(patterns: list[str], wanted: list[int], cache_dir: Optional[Pat
                  compute: Callable[[], Index]) -> Index:
     """`compute()` (literal -> patterns, patterns without a literal), read from the cache when a
     file for exactly these patterns is there, written to it otherwise."""
-    path = cache_dir / f"gate-{_key(patterns, wanted)}.json" if cache_dir is not None else None
+    path = cache_dir / f"gate-{_key('gate', patterns, ','.join(map(str, wanted)))}.json" if cache_dir is not None else None
 
     def decode(body: Any) -> Index:
         users = [((str(t), bool(ic)), [int(i) for i in pis]) for (t, ic), pis in body["users"]]
@@ -49,10 +50,7 @@ Forms = list[tuple[str, bool]]
 
 def cached_forms(patterns: list[str], cache_dir: Optional[Path], compute: Callable[[], Forms]) -> Forms:
     """`compute()` (the Set form of each pattern and whether it is exact), cached like the gate index."""
-    h = blake2b(f"forms {FORMAT}\n".encode(), digest_size=16)
-    for p in patterns:
-        h.update(p.encode("utf-8", "surrogatepass") + b"\0")
-    path = cache_dir / f"forms-{h.hexdigest()[:24]}.json" if cache_dir is not None else None
+    path = cache_dir / f"forms-{_key('forms', patterns)}.json" if cache_dir is not None else None
 
     def decode(body: Any) -> Forms:
         forms = [(str(f), bool(x)) for f, x in body["forms"]]

@@ -212,12 +212,15 @@ def _close_line(rows: list[bytes], start: int) -> int | None:
     return None
 
 
-_NOTE = re.compile(rb"^[ \t]*(?:#+|//)[ \t]+(?![\d#])[^\n]*?\b[A-Z]\w*(?:Error|Exception)\b")
+@lru_cache(maxsize=1)
+def _note_rx() -> re.Pattern[bytes]:
+    return re.compile(rb"^[ \t]*(?:#+|//)[ \t]+(?![\d#])[^\n]*?\b[A-Z]\w*(?:Error|Exception)\b")
 
 
 def note_spans(rows: list[bytes]) -> list[tuple[int, int]]:
     """(row, row) of each comment line naming an exception (see the module doc)."""
-    return [(i, i) for i, r in enumerate(rows) if r[:1] in b" \t#/" and _NOTE.match(r)]
+    rx = _note_rx()
+    return [(i, i) for i, r in enumerate(rows) if r[:1] in b" \t#/" and rx.match(r)]
 
 
 def mask(lines: bytes) -> bytes:
@@ -225,7 +228,8 @@ def mask(lines: bytes) -> bytes:
     found = spans(lines)
     repl = any(g in lines for g in _REPL_GATE)
     demo = any(g in lines for g in _DEMO_GATE)
-    notes = (lines[:1] in b"#/" or b"\n#" in lines or b"\n//" in lines) and b"Traceback (most recent call last)" in lines
+    # the traceback first: most blocks have none, and then the comment literals are never searched
+    notes = b"Traceback (most recent call last)" in lines and (lines[:1] in b"#/" or b"\n#" in lines or b"\n//" in lines)
     if not found and not repl and not demo and not notes:
         return lines
     rows = lines.split(b"\n")
