@@ -30,11 +30,14 @@ _ENGINES: dict[tuple, Any] = {}
 _SNIFF = 8192
 
 
-def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache: bool = True):
-    """The built-in rules plus `extra_dirs`, validated (raises RuleLoadError listing every problem)."""
+def load_rules(extra_dirs: Iterable[Union[str, os.PathLike]] = (), *, use_cache: bool = True, details: bool = True):
+    """The built-in rules plus `extra_dirs`, validated (raises RuleLoadError listing every problem).
+    `details=False` (the engines made by `get_engine`): each rule's `examples` and the `locales` stay
+    unparsed in the rule cache until `RuleSet.load_details()` or the first use of `locales`."""
     from llmtriage.ruleset.loader import load_ruleset   # deferred: `import llmtriage` stays light (pre-commit start-up)
 
-    return load_ruleset(tuple(extra_dirs), use_cache=use_cache)
+    rs = load_ruleset(tuple(extra_dirs), use_cache=use_cache)
+    return rs.load_details() if details else rs
 
 
 def default_observers() -> list[Callable[[Any], Any]]:
@@ -56,7 +59,7 @@ def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "au
         key: tuple = ("dirs", extra, lang, mode, tuple(sorted(disabled)), tuple(observers), tuple(sorted(tuning.items())))
         eng = _ENGINES.get(key)
         if eng is None:
-            eng = _ENGINES[key] = _wired(load_rules(extra), lang, mode, disabled, observers, tuning)
+            eng = _ENGINES[key] = _wired(load_rules(extra, details=False), lang, mode, disabled, observers, tuning)
         return eng
     return _wired(rules, lang, mode, disabled, observers, tuning)
 

@@ -52,7 +52,39 @@ def test_cache_is_json_private_and_never_pickle(tmp_path: Path) -> None:
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
     head, _, body = files[0].read_bytes().partition(b"\n")
     assert head.startswith(b"llmtriage-cache")
-    assert json.loads(body)["data"]["rules"]                    # plain JSON data
+    core, _, details = body.partition(b"\n")                    # two JSON documents: core, then details
+    assert json.loads(core)["data"]["rules"]                    # plain JSON data
+    assert "examples" not in json.loads(core)["data"]["rules"][0]
+    assert json.loads(details)["examples"]["torch-cuda-oom"]["match"]
+
+
+def test_rule_details_are_parsed_only_when_asked_for(tmp_path: Path, monkeypatch) -> None:
+    """A cached rule set holds its examples and translations back until something reads them; a
+    details document that is not this cache's (here: another key) is replaced by validating again."""
+    import llmtriage
+
+    cache = tmp_path / "c"
+    monkeypatch.setenv("LLMTRIAGE_CACHE_DIR", str(cache))
+    llmtriage.load_rules(use_cache=True)                        # writes the cache
+    rs = llmtriage.load_rules(details=False)                    # read back from it
+    assert rs.details is not None and "examples" not in rs.rules[0]
+    assert "torch-cuda-oom" in rs.locales["zh"]                 # first use of locales parses them
+    assert rs.details is None and rs.by_id["torch-cuda-oom"]["examples"]["match"]
+    full = llmtriage.load_rules()                               # the public default: everything
+    assert full.by_id["torch-cuda-oom"]["examples"] == rs.by_id["torch-cuda-oom"]["examples"]
+
+    path = next(cache.glob("rules-*.json"))
+    head, _, body = path.read_bytes().partition(b"\n")
+    core, _, details = body.partition(b"\n")
+    doc = json.loads(details)
+    doc["key"] = "someone-elses"
+    doc["examples"] = {}
+    from llmtriage.ruleset.cachefile import MAGIC, digest
+
+    payload = core + b"\n" + json.dumps(doc).encode()
+    path.write_bytes(MAGIC + digest(payload).encode() + b"\n" + payload)
+    again = llmtriage.load_rules()
+    assert again.by_id["torch-cuda-oom"]["examples"]["match"]   # from validating the rules, not the forged doc
 
 
 @pytest.mark.slow   # rebuilds the rule cache several times: ~30 s
@@ -62,9 +94,10 @@ def test_planted_or_tampered_cache_is_refused_and_rebuilt(tmp_path: Path) -> Non
     path = next(cache.glob("rules-*.json"))
     good = path.read_bytes()
     head, _, body = good.partition(b"\n")
-    data = json.loads(body)
+    core, _, details = body.partition(b"\n")
+    data = json.loads(core)
     data["data"]["rules"] = []                                  # "a well-formed cache with no rules"
-    forged = json.dumps(data).encode()
+    forged = json.dumps(data).encode() + b"\n" + details
     from llmtriage.ruleset.cachefile import MAGIC, digest
 
     for blob in (MAGIC + digest(forged).encode() + b"\n" + forged,     # right digest, no rules

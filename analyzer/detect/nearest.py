@@ -134,6 +134,8 @@ def index_for(engine: Any) -> Index:
     idx = _INDEXES.get(engine)
     if idx is None:
         ruleset = getattr(engine, "ruleset", None)
+        if ruleset is not None and hasattr(ruleset, "load_details"):
+            ruleset.load_details()         # a rule's bag of words includes its example logs
         universe = [r for r in ruleset.rules if r.get("status") != "deprecated"] if ruleset is not None else None
         idx = _INDEXES[engine] = Index(engine.rules, universe)
     return idx

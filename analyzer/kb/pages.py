@@ -71,6 +71,8 @@ def rule_page(rs: Any, rule: dict[str, Any], *, lang: Optional[str] = None, engi
     (default: the rule set's, from rules/verified.json)."""
     lang = lang if lang == "zh" else None
     words = words if words is not None else load_kb_words()
+    if hasattr(rs, "load_details"):
+        rs.load_details()                  # the page shows the rule's examples
     t = rs.text(rule, lang)
     translated = lang is None or rule["id"] in rs.locales.get(lang, {})
     verified = rs.verified if verified is None else verified

@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - CPython builds always have it
     from hashlib import blake2b
 
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 
 
 def _fingerprint(paths: Iterable[Path]) -> str:
@@ -120,31 +120,38 @@ def load_ruleset(extra_dirs: Iterable[os.PathLike[str] | str] = (), *, use_cache
         except OSError:
             key = None
     if key is not None:
-        ruleset = _read_cache(cache / f"rules-{key}.json", key, files, rule_paths, dirs)
+        ruleset = _read_cache(cache / f"rules-{key}.json", key, files, rule_paths, dirs, builtin)
         if ruleset is not None:
             return ruleset
     ruleset = (_validate_isolated(dirs, builtin) if ISOLATE_VALIDATION
                else _validate(dirs, builtin))
     if cache is not None and key is not None:
-        body = {"format": CACHE_FORMAT, "key": key, "sources": [str(p) for p in files], "data": _ruleset_data(ruleset)}
-        cachefile.write(cache / f"rules-{key}.json",
-                        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+        data = _ruleset_data(ruleset)
+        details = {"key": key, "examples": {r["id"]: r["examples"] for r in data["rules"]}, "locales": data.pop("locales")}
+        data["rules"] = [{k: v for k, v in r.items() if k != "examples"} for r in data["rules"]]
+        body = {"format": CACHE_FORMAT, "key": key, "sources": [str(p) for p in files], "data": data}
+        # two JSON documents on two lines: what every triage needs, then the details parsed on demand
+        cachefile.write(cache / f"rules-{key}.json", b"\n".join(
+            json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+            for doc in (body, details)))
     return ruleset
 
 
-def _read_cache(path: Path, key: str, files: list[Path], rule_files: list[str], dirs: list[Path]
-                ) -> Optional[RuleSet]:
+def _read_cache(path: Path, key: str, files: list[Path], rule_files: list[str], dirs: list[Path],
+                builtin: bool = True) -> Optional[RuleSet]:
     """The cached RuleSet if the file is ours, intact, built from exactly `files`, with a rule for
     every rule file (a planted or stale cache is refused and rebuilt, never trusted)."""
     blob = cachefile.read(path)
     if blob is None:
         return None
     try:
-        body = json.loads(blob.decode("utf-8", "surrogatepass"))
-        if (not isinstance(body, dict) or body.get("format") != CACHE_FORMAT or body.get("key") != key
+        head, sep, rest = blob.partition(b"\n")   # JSON never holds a raw newline: the split is exact
+        body = json.loads(head.decode("utf-8", "surrogatepass"))
+        if (not sep or not isinstance(body, dict) or body.get("format") != CACHE_FORMAT or body.get("key") != key
                 or body.get("sources") != [str(p) for p in files]):
             raise ValueError("stale")
-        ruleset = _ruleset_from(body["data"])
+        body["data"]["locales"] = {}
+        ruleset = _ruleset_from(body["data"], _details_reader(rest, key, dirs, builtin))
         have = {r["file"] for r in ruleset.rules}
         if not have.issuperset(rule_files) or list(ruleset.dirs) != [str(d) for d in dirs]:
             raise ValueError("incomplete")
@@ -160,10 +167,28 @@ def _ruleset_data(rs: RuleSet) -> dict[str, Any]:
             "verified": rs.verified, "data": rs.data, "secrets": rs.secrets}
 
 
-def _ruleset_from(data: dict[str, Any]) -> RuleSet:
+def _ruleset_from(data: dict[str, Any], details: Any = None) -> RuleSet:
     return RuleSet(rules=list(data["rules"]), locales=dict(data["locales"]), taxonomy=dict(data["taxonomy"]),
                    dirs=tuple(data["dirs"]), verified=dict(data["verified"]), data=dict(data["data"]),
-                   secrets=list(data["secrets"]))
+                   secrets=list(data["secrets"]), details=details)
+
+
+def _details_reader(blob: bytes, key: str, dirs: list[Path], builtin: bool) -> Any:
+    """The rule cache's second document, parsed when first needed (its bytes were checked with the
+    rest of the file). Should it not parse, the rules are validated again for their details."""
+    def details() -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            doc = json.loads(blob.decode("utf-8", "surrogatepass"))
+            if not isinstance(doc, dict) or doc.get("key") != key:
+                raise ValueError("not this cache's details")
+            examples, locales = doc["examples"], doc["locales"]
+            if not isinstance(examples, dict) or not isinstance(locales, dict):
+                raise ValueError("malformed details")
+            return examples, locales
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            fresh = _validate(dirs, builtin)
+            return {r["id"]: r["examples"] for r in fresh.rules}, fresh.locales
+    return details
 
 
 # --------------------------------------------------------------------------- validation

@@ -81,6 +81,8 @@ def iter_examples(rules: Iterable[dict[str, Any]]) -> Iterable[tuple[dict[str, A
 def check_rules(ruleset: Any, rules: Optional[list[dict[str, Any]]] = None) -> tuple[list[ExampleResult], int]:
     """Run every example of `rules` (default: all). Returns (failures, number of examples)."""
     engine = get_engine(ruleset)
+    if hasattr(ruleset, "load_details"):
+        ruleset.load_details()             # the examples are what runs
     failures = []
     total = 0
     ids = set(ruleset.by_id)
