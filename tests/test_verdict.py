@@ -121,6 +121,20 @@ def test_oom_quoted_in_a_userwarning_is_not_fatal():
     assert not errors(rep)
 
 
+def test_a_printed_warning_line_followed_by_serving_is_survived():
+    """"Warning: ..." printed by the program (a registration it skipped), then the server answers
+    requests: a warning; the same line as the last thing before a traceback stays an error."""
+    warn = "Warning: '<class 'acme.configs.Qwen2_5_VLConfig'>' is already used by a Transformers model.\n"
+    served = "".join(f'INFO:     10.0.0.{i}:5{i:04d} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n' for i in range(30))
+    rep = run("INFO:     Started server process [4242]\n" + warn * 3 + "INFO:     Application startup complete.\n" + served)
+    f = next(f for f in rep.findings if f.category == "dependency-mismatch")
+    assert f.severity == "warning" and f.judgement["context"] == "logged-as-warning"
+    rep2 = run(warn.replace("Warning: ", "ValueError: ") + "Traceback (most recent call last):\n"
+               "  File \"/srv/app.py\", line 3, in <module>\n    import acme\n"
+               "ValueError: '<class 'acme.configs.Qwen2_5_VLConfig'>' is already used by a Transformers model.\n")
+    assert errors(rep2) and errors(rep2)[0].category == "dependency-mismatch"
+
+
 def test_trainable_params_zero_outside_training_is_info():
     rep = llmtriage.analyze(FIX / "healthy" / "chatglm-cli-demo-trainable-params-zero.log")
     f = next(f for f in rep.findings if f.category == "no-grad")
