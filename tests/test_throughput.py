@@ -261,3 +261,24 @@ def test_a_loss_line_rate_in_hz_redrawn_with_carriage_returns_is_a_rate_series()
     assert t.steps["rate"].n == 39
     assert (a.category, a.severity) == ("throughput-low", "error")
     assert a.numbers["rate_from"] == "310" and a.numbers["rate_to"] == "6.5"
+
+
+def _verl_saves(save_s, n=24, every=10, done=False):
+    rows = []
+    for i in range(1, n + 1):
+        sv = save_s if i % every == 0 else 0.0
+        extra = f" - timing_s/save_checkpoint:{sv:.3f}" if sv else ""
+        rows.append(f"(TaskRunner pid=7) step:{i} - actor/pg_loss:0.01 - actor/grad_norm:0.2 - timing_s/gen:300.0 - "
+                    f"timing_s/update_actor:280.0{extra} - timing_s/step:{880.0 + sv:.3f}\n")
+    return "".join(rows) + ("{'train_runtime': 1.0}\n" if done else "")
+
+
+def test_checkpoint_saves_taking_half_the_run_are_an_error_and_a_short_save_is_nothing():
+    # verl, Megatron dist checkpoint on slow shared storage: two saves of ~11,000 s against 880 s steps
+    _, [a] = _run(_verl_saves(11000.0))
+    assert a.severity == "error" and a.numbers["save_pct"] == "51" and a.numbers["save_s"] == "22000"
+    # a quarter of the time saving: a warning
+    _, [a] = _run(_verl_saves(3600.0))
+    assert a.severity == "warning" and a.numbers["save_pct"] == "25"
+    # a save of a minute every ten steps is normal
+    assert _run(_verl_saves(60.0))[1] == []
