@@ -7,6 +7,7 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   Megatron          `elapsed time per iteration (ms): 1234.5`
   DeepSpeed         `CurrSamplesPerSec=12.3` (its throughput timer; step time ~ 1/rate)
   verl              `timing_s/step:165.3 - ... timing_s/gen:131.5` (and `timing_s/save_checkpoint:` on save steps)
+  a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
 Context: the end of training (`train_runtime`), a stop from outside while running (Slurm
@@ -40,7 +41,7 @@ HEAD, TAIL = 256, 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: |Tokens/sec |[0-9] Hz\b")
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
              rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -56,6 +57,8 @@ _VERL = rb"timing_s/step:([0-9.]+)"
 _RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
          rb"|[Ll]oss\b[^\n]*? ([0-9][0-9,]*(?:\.[0-9]+)?) Hz\b")
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
+# a loop's own step time in seconds (MONAI tutorials: "3/16, train_loss: 0.6612, step time: 0.2268")
+_STEPT = rb"step time: ([0-9.]+)(?![0-9.])(?!\s*ms\b)"
 _VERL_SAVE = rb"timing_s/save_checkpoint:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
@@ -94,7 +97,7 @@ class _Rx(Lazy):
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
-                                               ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
+                                               ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
                                                ("csv", _SMI_CSV), ("stop", _STOP))}
 
 
@@ -255,7 +258,7 @@ class ThroughputTracker:
             self._last_bar[(total, 0)] = n
             self._add(f"bar/{total}", line, sec)
             return
-        for src, scale in (("meg", 1e-3), ("verl", 1.0)):
+        for src, scale in (("meg", 1e-3), ("verl", 1.0), ("stept", 1.0)):
             m = P[src].search(seg)
             if m:
                 self._add(src, line, float(m.group(1)) * scale)
