@@ -292,3 +292,10 @@ def test_a_loops_own_step_time_in_seconds_is_a_step_time_series():
     assert a.numbers["early"] and float(a.numbers["rise"]) >= 2.0
     # the same numbers in milliseconds are not seconds
     assert _run(text.replace("step time: ", "avg step time: ").replace("\n", " ms\n"))[0].steps == {}
+
+
+def test_torchtune_tokens_per_second_per_gpu_is_a_rate_series():
+    text = "".join(f"Step {i} | loss:2.2 lr:3e-05 tokens_per_second_per_gpu:{2500.0 / (1 + 0.05 * i):.4f} "
+                   f"peak_memory_active:11.4 peak_memory_alloc:11.4 peak_memory_reserved:21.9 \n" for i in range(1, 60))
+    t, [a] = _run(text)
+    assert "rate" in t.steps and a.numbers.get("rate_from") and float(a.numbers["rise"]) >= 2.0
