@@ -767,3 +767,33 @@ def test_rl_dicts_with_quoted_policy_loss_are_read_and_never_called_a_replayed_e
     bad = [f"Global step {i}: {{'policy_loss': nan, 'kl': nan, 'reward': 0.0}}\n" for i in range(17, 30)]
     assert ("nan", "error") in kinds(_tracker("".join(ok + bad)))
     assert not any(k == "repeat" for k, _ in kinds(_tracker("".join(ok))))
+
+
+def test_bracketed_logger_keys_are_metric_records_and_their_nan_is_found():
+    from llmtriage.detect.metric_parse import parse_line
+    line = (b"2023-01-25 00:21:34.569 | INFO     | trainers.base_trainer:train_epochs:256 - [R0] | E6 iter[ 14/ 15] | "
+            b"[Loss] %s | [exp] ./exp/0125/car/3dbf3ah_hvae_lion_B40 | [step]   %d | [url] none | [time] 0.4m (~5h) |")
+    rec = parse_line(line % (b"51566519.44", 89))
+    assert rec is not None and rec[0] == 89 and rec[1] == 51566519.44
+    losses = [b"21387.49", b"18011.02", b"15410.77", b"13002.10", b"51566519.44"] + [b"nan"] * 6
+    t = _tracker("".join((line % (x, 15 * i + 14)).decode() + "\n" for i, x in enumerate(losses)))
+    assert ("nan", "error") in {(a.kind, a.severity) for a in D.detect(t)}
+    assert parse_line(b"lr=[0.0001], loss] x") is None      # a stray bracket is no key
+
+
+def test_grad_norm_climbing_with_the_loss_is_an_explosion_and_either_alone_is_not():
+    from llmtriage.detect.metric_drift import grad_climb
+
+    def run(losses, grads):
+        t = _tracker(_hf(losses, grads))
+        return grad_climb(t, D.detect(t))
+
+    down = [round(5.0 - 0.06 * i, 3) for i in range(30)]            # to 3.26
+    up = [round(3.26 + 0.08 * i, 3) for i in range(1, 60)]           # to 7.98
+    flat_g = [1.0] * 30
+    climb_g = [round(1.0 * 1.08 ** i, 3) for i in range(1, 60)]      # to ~94
+    [a] = run(down + up, flat_g + climb_g)
+    assert a.kind == "grad_climb" and a.category == "nan-loss" and a.severity == "error"
+    assert a.numbers["grad_factor"] >= 10 and a.numbers["factor"] >= 2
+    assert run(down + up, flat_g + [1.1] * 59) == []                 # the loss rises, the gradients do not
+    assert run(down + [3.2] * 59, flat_g + climb_g) == []            # the gradients grow, the loss stays low

@@ -261,3 +261,41 @@ def test_a_loss_line_rate_in_hz_redrawn_with_carriage_returns_is_a_rate_series()
     assert t.steps["rate"].n == 39
     assert (a.category, a.severity) == ("throughput-low", "error")
     assert a.numbers["rate_from"] == "310" and a.numbers["rate_to"] == "6.5"
+
+
+def _verl_saves(save_s, n=24, every=10, done=False):
+    rows = []
+    for i in range(1, n + 1):
+        sv = save_s if i % every == 0 else 0.0
+        extra = f" - timing_s/save_checkpoint:{sv:.3f}" if sv else ""
+        rows.append(f"(TaskRunner pid=7) step:{i} - actor/pg_loss:0.01 - actor/grad_norm:0.2 - timing_s/gen:300.0 - "
+                    f"timing_s/update_actor:280.0{extra} - timing_s/step:{880.0 + sv:.3f}\n")
+    return "".join(rows) + ("{'train_runtime': 1.0}\n" if done else "")
+
+
+def test_checkpoint_saves_taking_half_the_run_are_an_error_and_a_short_save_is_nothing():
+    # verl, Megatron dist checkpoint on slow shared storage: two saves of ~11,000 s against 880 s steps
+    _, [a] = _run(_verl_saves(11000.0))
+    assert a.severity == "error" and a.numbers["save_pct"] == "51" and a.numbers["save_s"] == "22000"
+    # a quarter of the time saving: a warning
+    _, [a] = _run(_verl_saves(3600.0))
+    assert a.severity == "warning" and a.numbers["save_pct"] == "25"
+    # a save of a minute every ten steps is normal
+    assert _run(_verl_saves(60.0))[1] == []
+
+
+def test_a_loops_own_step_time_in_seconds_is_a_step_time_series():
+    # MONAI tutorials: "3/16, train_loss: 0.6612, step time: 0.2268"; the epochs slow down 2.6x
+    text = "".join(f"{i}/16, train_loss: 0.41, step time: {3.0 * (1 + 0.03 * ep):.4f}\n"
+                   for ep in range(60) for i in (1, 8, 16))
+    _, [a] = _run(text)
+    assert a.numbers["early"] and float(a.numbers["rise"]) >= 2.0
+    # the same numbers in milliseconds are not seconds
+    assert _run(text.replace("step time: ", "avg step time: ").replace("\n", " ms\n"))[0].steps == {}
+
+
+def test_torchtune_tokens_per_second_per_gpu_is_a_rate_series():
+    text = "".join(f"Step {i} | loss:2.2 lr:3e-05 tokens_per_second_per_gpu:{2500.0 / (1 + 0.05 * i):.4f} "
+                   f"peak_memory_active:11.4 peak_memory_alloc:11.4 peak_memory_reserved:21.9 \n" for i in range(1, 60))
+    t, [a] = _run(text)
+    assert "rate" in t.steps and a.numbers.get("rate_from") and float(a.numbers["rise"]) >= 2.0

@@ -14,6 +14,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
                        ordinal: epochs completed are N-1 plus the bar's fraction)
   mmengine / xtuner    Iter(train) [  10/12867]  lr: 5.2e-07  ...  loss: 1.0672  grad_norm: 5.8255
   mlx-lm               Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, Tokens/sec 192.2
+  bracketed keys       | E6 iter[ 14/ 15] | [Loss] 51566519.44 | [exp] ./exp/0125/car | [step]   104 |  (LION, loguru)
   Composer             [batch=500/20000]:  then indented  Train loss/train/total: 11.48  (metric_composer.py)
   LLaMA-Factory jsonl  {"current_steps": 4450, "total_steps": 9750, "loss": 0.0, "reward": null, ...} (a null reward is no RL)
   notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
@@ -40,7 +41,9 @@ ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train
               # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
               rb"""|\| grad norm: (?:nan|inf)\b"""
               # mlx-lm: "Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, ..."
-              rb"""|: Train loss [-+0-9.NnIi]""")
+              rb"""|: Train loss [-+0-9.NnIi]"""
+              # a logger's bracketed keys (LION's loguru lines: "| E6 iter[ 14/ 15] | [Loss] nan | ... | [step]   104 |")
+              rb"""|\[[Ll]oss\]\s+[-+0-9.NnIi]""")
 # "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
 # (mmengine / xtuner: "Iter(train) [  10/12867]")
@@ -61,7 +64,7 @@ _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb
          rb"train_loss_step", rb"train_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
          rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
          rb"global_step(?:/max_steps)?", rb"current_steps", rb"step", rb"iteration", rb"iter")
-_VALUE = (rb"""['"]?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
+_VALUE = (rb"""(?:\]|['"])?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
           rb"""|inf(?:inity)?))""")
 KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
 # The same language with the look-behind moved behind each key's first letter ("x(?<![a-z_]x)..."): the

@@ -77,6 +77,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
                            sample period (a training step keeps a GPU busy well over half of it)
   mem_low            0.3   GPU memory used below this share of capacity on every GPU (batch too small)
   gen_share          0.6   RL: generation takes at least this share of the step time
+  save_share         0.25  checkpoint saves take at least this share of all step time (verl); an error from
+  save_error         0.5   this share in a run that did not finish (it spends as long saving as training)
   decode_min         5.0   serving: generated tokens/s per running request below this
 """
 from __future__ import annotations
@@ -152,6 +154,8 @@ class Thresholds:
     idle_util: float = 15.0
     mem_low: float = 0.3
     gen_share: float = 0.6
+    save_share: float = 0.25
+    save_error: float = 0.5
     decode_min: float = 5.0
 
     @classmethod

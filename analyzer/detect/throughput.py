@@ -6,7 +6,8 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
                     label reads as training; `Processed prompts: ... [04:02<00:00` is generation time
   Megatron          `elapsed time per iteration (ms): 1234.5`
   DeepSpeed         `CurrSamplesPerSec=12.3` (its throughput timer; step time ~ 1/rate)
-  verl              `timing_s/step:165.3 - ... timing_s/gen:131.5`
+  verl              `timing_s/step:165.3 - ... timing_s/gen:131.5` (and `timing_s/save_checkpoint:` on save steps)
+  a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
 Context: the end of training (`train_runtime`), a stop from outside while running (Slurm
@@ -14,7 +15,8 @@ Context: the end of training (`train_runtime`), a stop from outside while runnin
 
 Detections (thresholds in `metrics.Thresholds`, documented in docs/METRICS.md): step time rising
 mid-run, periodic long steps, GPUs idle at 0% in snapshots taken during training, GPU memory far
-below capacity, generation dominating RL steps, slow decode per running request. One finding
+below capacity, generation dominating RL steps, checkpoint saves taking a large share of the run's time,
+slow decode per running request. One finding
 gathers them. Severity (docs/METRICS.md, "When a slowdown is an error"): a warning, because the job
 did not fail; an error when the job was stopped from outside (time limit, interrupt) while slow, or
 when most snapshots taken during training show the GPUs idle (the job makes almost no use of them).
@@ -39,7 +41,7 @@ HEAD, TAIL = 256, 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second[=:]|tps: |Tokens/sec |[0-9] Hz\b")
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
              rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -49,12 +51,16 @@ _BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]
 _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"timing_s/step:([0-9.]+)"
-# a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781", torchtitan's "tps: 6,452",
+# a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781" (torchtune's
+# "tokens_per_second_per_gpu:576.6"), torchtitan's "tps: 6,452",
 # mlx-lm's "Iter 10: ... Tokens/sec 192.224", a loss line's samples per second in Hz (voxceleb_trainer:
 # "Processing 19200 of 1092009:Loss 13.9 TEER/TAcc 21.1% - 312.50 Hz"; a loss on the line keeps "16000 Hz" out)
-_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
+_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second(?:_per_gpu)?[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
          rb"|[Ll]oss\b[^\n]*? ([0-9][0-9,]*(?:\.[0-9]+)?) Hz\b")
 _VERL_GEN = rb"timing_s/gen:([0-9.]+)"
+# a loop's own step time in seconds (MONAI tutorials: "3/16, train_loss: 0.6612, step time: 0.2268")
+_STEPT = rb"step time: ([0-9.]+)(?![0-9.])(?!\s*ms\b)"
+_VERL_SAVE = rb"timing_s/save_checkpoint:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
 _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/s\): ([0-9.]+)"
@@ -92,7 +98,7 @@ class _Rx(Lazy):
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
-                                               ("gen", _VERL_GEN), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
+                                               ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
                                                ("csv", _SMI_CSV), ("stop", _STOP))}
 
 
@@ -153,6 +159,7 @@ class ThroughputTracker:
         self.entries = 0
         self.speeds: dict[str, float] = {}          # the Trainer's end-of-run train_samples/steps_per_second
         self.saves: list[int] = []                  # lines of checkpoint saves (their steps are slow by design)
+        self.save_time = [0.0, 0.0, 0, 0]           # verl: seconds saving, seconds of all steps, first/last save line
         self._blocks = 0
         self.reruns = 0                             # runs started after an earlier run of the log finished
 
@@ -252,11 +259,17 @@ class ThroughputTracker:
             self._last_bar[(total, 0)] = n
             self._add(f"bar/{total}", line, sec)
             return
-        for src, scale in (("meg", 1e-3), ("verl", 1.0)):
+        for src, scale in (("meg", 1e-3), ("verl", 1.0), ("stept", 1.0)):
             m = P[src].search(seg)
             if m:
                 self._add(src, line, float(m.group(1)) * scale)
                 if src == "verl":
+                    self.save_time[1] += float(m.group(1))
+                    sv = P["save"].search(seg)
+                    if sv:
+                        self.save_time[0] += float(sv.group(1))
+                        self.save_time[2] = self.save_time[2] or line
+                        self.save_time[3] = line
                     g = P["gen"].search(seg)
                     if g:
                         self.gen.append(float(g.group(1)))
@@ -384,6 +397,13 @@ class ThroughputTracker:
             total = max(r[2] for s in full for r in s)   # type: ignore[type-var]
             nums.update(mem_pct=f"{100 * used / total:.0f}", mem_total=total)
             first_line = first_line or full[0][0][3]
+        # checkpoint saves whose time is a large share of the whole run's (verl's timing_s/save_checkpoint): each save
+        # step is slow by design, but together they can make the run several times slower than its training steps
+        saved, total, s_first, s_last = self.save_time
+        if total > 0 and saved >= th.save_share * total:
+            nums.update(save_pct=f"{100 * saved / total:.0f}", save_s=f"{saved:.0f}", total_s=f"{total:.0f}")
+            first_line, last_line = first_line or s_first, max(last_line, s_last)
+            strong = strong or saved >= th.save_error * total
         gen_pct = self._gen_share(series)
         if gen_pct is not None:
             nums.update(gen_pct=f"{100 * gen_pct[0]:.0f}", gen=fmt(gen_pct[1]), step=fmt(gen_pct[2]))

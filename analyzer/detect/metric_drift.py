@@ -1,0 +1,63 @@
+"""metric-grad-norm-climbing: the gradient norm climbs far above its level and the loss climbs with it.
+
+A gradient explosion does not always reach NaN inside the log. In bf16 (no loss scaler to overflow) and with
+gradient clipping the run goes on: the logged grad_norm grows record after record, tens or hundreds of
+times its level when the loss was lowest, and the loss leaves its minimum and ends at twice it or more.
+The step-by-step divergence detector (`metric_detect._diverge`) wants the loss to double within its last
+few records and the jump detector wants one spike; a slow climb over hundreds of steps meets neither.
+
+Healthy look-alikes this leaves alone: a grad_norm that grows while the loss keeps falling (the norm of a
+well-trained model rises late in pre-training), a loss that rises without the gradient norm (a new data
+mixture, an epoch boundary, curriculum), RL records (their loss moves by design), and runs whose records
+were sampled.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metrics import MetricTracker, finite
+
+# the loss over the last quarter of the records after its minimum: at least this x the minimum ...
+LOSS_FACTOR = 2.0
+# ... and the gradient norm over the same records at least this x its level around the minimum
+GRAD_FACTOR = 10.0
+
+
+def _median(xs: list[float]) -> Optional[float]:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def grad_climb(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
+    """The anomaly when, after the loss reached its minimum, at least `diverge_records` records followed
+    whose last quarter has a median loss >= LOSS_FACTOR x (and >= spike_abs above) the minimum and a median
+    grad_norm >= GRAD_FACTOR x the grad_norm around the minimum; nothing when another detector already
+    names an error."""
+    if t.sampled or any(a.severity == "error" for a in found):
+        return []
+    th = t.th
+    recs = [r for r in t.records() if finite(r.loss)]
+    if len(recs) < 2 * th.diverge_records or any(r.rl for r in recs):
+        return []
+    i = min(range(len(recs)), key=lambda j: recs[j].loss)  # type: ignore[arg-type,return-value]
+    low, after = recs[i], recs[i:]
+    if len(after) < th.diverge_records or low.loss <= 0:  # type: ignore[operator]
+        return []
+    k = max(3, len(after) // 4)
+    tail = after[-k:]
+    level = _median([r.loss for r in tail])  # type: ignore[misc]
+    if level is None or level < LOSS_FACTOR * low.loss or level - low.loss < th.spike_abs:  # type: ignore[operator]
+        return []
+    around = recs[max(0, i - k):i + k]
+    g0 = _median([r.grad_norm for r in around if r.grad_norm is not None and finite(r.grad_norm)])
+    g1 = _median([r.grad_norm for r in tail if r.grad_norm is not None and finite(r.grad_norm)])
+    if g0 is None or g1 is None or g0 <= 0 or g1 < GRAD_FACTOR * g0:
+        return []
+    last = after[-1]
+    return [Anomaly("grad_climb", "nan-loss", "error", low.line, last.line, low.step, len(after), {
+        "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
+        "grad_from": fmt(g0), "grad_to": fmt(g1), "grad_factor": round(g1 / g0), "factor": round(level / low.loss, 1)})]  # type: ignore[operator]
