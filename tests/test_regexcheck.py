@@ -37,3 +37,19 @@ def test_timed_probes_find_polynomial_slowness_only_with_probe(monkeypatch) -> N
     monkeypatch.setattr(rc, "_VERDICTS", {})
     assert "too slow on adversarial input" in check_regex(r"a{2,}b+")
     assert check_regex(r"a{2,}b+", probe=False) is None
+
+
+@pytest.mark.parametrize("pattern, bad", [
+    ("command[:：] not found", True),          # a class byte of '：', never the character
+    ("[‘'\"]python", True),
+    ("总线错误?", True),                         # the '?' repeats the last UTF-8 byte only
+    ("(?:[:]|：) ?未找到命令", False),
+    ("总线错误 ?(?:\\(|（)核心已转储", False),
+    ("(?:总线错误)?x", False),
+    ("[\\]：]", True),                          # an escaped ']' does not end the class
+    ("[]x]：", False),                          # a leading ']' belongs to the class
+])
+def test_non_ascii_in_a_class_or_under_a_quantifier_is_rejected(pattern: str, bad: bool) -> None:
+    """Lines are matched as bytes: '：' in a class or before '?' stands for one of its UTF-8 bytes."""
+    why = check_regex(pattern)
+    assert (why is not None and "non-ASCII" in why) == bad, why

@@ -78,7 +78,40 @@ def check_regex(pattern: str, probe: bool = True) -> Optional[str]:
     return _VERDICTS[key]
 
 
+def non_ascii_problem(pattern: str) -> Optional[str]:
+    """Lines are matched as bytes, a non-ASCII character as its UTF-8 bytes: inside `[...]` or
+    under a quantifier it stands for one byte, not the character (`[：:]` never matches '：')."""
+    in_class = False
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            elif not c.isascii():
+                return (f"non-ASCII {c!r} inside a character class matches one byte of its UTF-8 form, not the "
+                        f"character; write it as an alternation: (?:[...]|{c})")
+        elif c == "[":
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":      # a leading ']' belongs to the class
+                i += 1
+            continue
+        elif not c.isascii() and i + 1 < n and pattern[i + 1] in "*+?{":
+            return f"a quantifier after non-ASCII {c!r} repeats its last UTF-8 byte only; group it: (?:{c})?"
+        i += 1
+    return None
+
+
 def _check(pattern: str, probe: bool) -> Optional[str]:
+    why = non_ascii_problem(pattern)
+    if why:
+        return why
     tree = regexsafety.parse(pattern)
     if tree is not None and not probe and not regexsafety.risky(pattern, tree):
         return _check_structure(pattern, tree)
