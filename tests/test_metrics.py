@@ -797,3 +797,28 @@ def test_grad_norm_climbing_with_the_loss_is_an_explosion_and_either_alone_is_no
     assert a.numbers["grad_factor"] >= 10 and a.numbers["factor"] >= 2
     assert run(down + up, flat_g + [1.1] * 59) == []                 # the loss rises, the gradients do not
     assert run(down + [3.2] * 59, flat_g + climb_g) == []            # the gradients grow, the loss stays low
+
+
+def _zero_kinds(text: str):
+    from llmtriage.detect.metric_zero import exact_zero
+    t = _tracker(text)
+    found = D.detect(t)
+    exact_zero(t, found)
+    return {(a.kind, a.category, a.severity) for a in found}
+
+
+def test_loss_exactly_zero_mid_run_is_read_by_the_gradient_beside_it():
+    falling = [2.64, 1.91, 1.26, 0.70, 0.36]
+    # a gradient still flows while the loss prints 0: the printed 0 hides a NaN/inf loss
+    graded = _hf(falling + [0.0] * 16, [0.9, 0.8, 0.6, 0.5, 0.4] + [1.7320508075688772] * 16)
+    assert ("zero_graded", "nan-loss", "error") in _zero_kinds(graded)
+    # loss and gradient drop to exactly 0 together from a real loss: every label masked from there
+    masked = "".join(f"step {s * 50} | loss {4.5 - s * 0.02:.4f} | grad_norm 0.31 | lr 1.5e-4\n" for s in range(1, 21))
+    masked += "".join(f"step {s * 50} | loss 0.0000 | grad_norm 0.0000 | lr 1.5e-4\n" for s in range(21, 41))
+    assert ("zero_masked", "loss-suspicious", "error") in _zero_kinds(masked)
+    # with the learning rate at 0 on those records it stays what the zero-lr reading says
+    lr0 = masked.replace("grad_norm 0.0000 | lr 1.5e-4", "grad_norm 0.0000 | lr 0.0")
+    assert not {k for k, _, _ in _zero_kinds(lr0)} & {"zero_masked", "zero_graded"}
+    # exactly 0 from the very first record is not "mid-run": the existing readings keep it
+    first = _hf([0.0] * 20, [0.0] * 20)
+    assert not {k for k, _, _ in _zero_kinds(first)} & {"zero_masked", "zero_graded"}

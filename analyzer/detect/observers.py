@@ -47,6 +47,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
         from llmtriage.detect.metric_task import task_worsens   # deferred: as above
         from llmtriage.detect.metric_drift import grad_climb   # deferred: as above
+        from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -54,6 +55,7 @@ class TrainingObserver:
         self.phase.flush(end)
         anomalies = detect(self.metrics)
         exact_flat(self.metrics, anomalies)
+        exact_zero(self.metrics, anomalies)
         task_worsens(self.metrics, anomalies)
         anomalies += lr_dead(self.metrics, anomalies)
         anomalies += grad_climb(self.metrics, anomalies)
