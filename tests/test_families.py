@@ -51,6 +51,7 @@ def test_every_family_is_a_category_and_every_cue_is_re2_safe():
     ("ValueError: FlashAttention only supports Ampere GPUs or newer.", "cuda-version-mismatch"),
     ("ModuleNotFoundError: No module named 'transformers.models.qwen3_vl'", "dependency-mismatch"),
     ("ModuleNotFoundError: No module named 'liger_kernel'", "missing-dependency"),
+    ("ValueError: apply_rope_fusion is not available. Please install TE >= 1.4 or Apex.", "dependency-mismatch"),
     ("socket.gaierror: [Errno -3] Temporary failure in name resolution", "hub-unreachable"),
     ("RuntimeError: 显存不足，无法分配 2.00 GiB", "cuda-oom"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'pdsh'", "missing-dependency"),
