@@ -219,6 +219,12 @@ def test_category_defaults():
     fixed = run("RuntimeError: The server socket has failed to listen on any local network address. port: 29500, "
                 "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
     assert fixed.extra["action"] == "fix" and "MASTER_PORT" in fixed.extra["action_reason"]
+    # a communicator that fails while it is being set up, before any step, fails the same way again
+    init = ("[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n")
+    assert run(init).extra["action"] == "fix"
+    assert run(TRAIN_HEAD + "".join(f"{{'loss': {2 - i / 10}, 'learning_rate': 2e-05, 'epoch': 0.{i}}}\n" for i in range(9))
+               + init).extra["action"] == "retry"     # after progress: the transient default
 
 
 def test_overrides_from_context():
