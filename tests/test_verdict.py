@@ -826,3 +826,16 @@ def test_a_store_timeout_before_any_step_is_fix_and_after_progress_is_retry():
     assert run(steps + err).extra["action"] == "retry"       # it had been training: a peer fault, transient
     connect = "TimeoutError: The client socket has timed out after 900s while trying to connect to (10.0.0.1, 29500).\n"
     assert run(connect).extra["action"] == "retry"            # the store never came up: nodes started apart
+
+
+def test_a_collective_peer_hanging_up_after_the_run_finished_is_teardown():
+    gloo = ("Traceback (most recent call last):\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/utils.py", line 1011, in broadcast_pyobj\n'
+            "    dist.broadcast(tensor_size, src=src, group=dist_group)\n"
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [10.0.3.14]:40212: "
+            "Connection reset by peer\n")
+    rep = run(TRAIN_HEAD + FINISH + "INFO shutting down the rollout engines\n" + gloo)
+    assert rep.extra["status"] == "finished" and not errors(rep)
+    # before the finish it is a crash, and any other exception after the finish still is one
+    assert run(TRAIN_HEAD + gloo).extra["status"] == "crashed"
+    assert run(TRAIN_HEAD + FINISH + gloo + OOM_TB).extra["status"] == "crashed"

@@ -67,6 +67,9 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
             if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC
             and (not e.thread or any(e.line < p <= e.line + tail for p in prompts)
                  or (scanner.last_progress < e.line and any(c > e.line for c in closed)))]
+    peer_gone = spec.get("teardown_exception_after_finish")
+    if last_finish and peer_gone:    # a collective's peer hung up because the finished job was shutting down
+        excs = [x for x in excs if not (x[0] > last_finish and _rx(peer_gone).search(x[2]))]
     if last_finish and not any(line > last_finish for line, _, _ in excs):
         teardown = set(spec.get("teardown_after_finish", ()))
         deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
