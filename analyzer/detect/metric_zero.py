@@ -29,10 +29,11 @@ def exact_zero(t: MetricTracker, anomalies: list[Anomaly]) -> None:
     """Replace a flat-loss (or late zero-gradient) anomaly whose records have a loss of exactly 0 and
     began mid-run by `zero_graded` (nan-loss) or `zero_masked` (loss-suspicious), by the gradient norm
     logged beside the zeros."""
+    fin = None
     for idx, a in enumerate(anomalies):
         if a.kind not in ("flat", "zero_grad_late") or a.category != "no-grad":
             continue
-        fin = [r for r in t.records() if finite(r.loss)]
+        fin = fin if fin is not None else [r for r in t.records() if finite(r.loss)]   # once, only when needed
         run = [r for r in fin if a.line <= r.line <= a.last_line]
         before = [r for r in fin if r.line < a.line]
         if not run or any(r.loss != 0 for r in run) or any(r.rl for r in fin) or len(before) < MIN_BEFORE:
