@@ -291,6 +291,9 @@ def test_detector_texts_are_complete():
     # "Epoch 2/3" counts from 1: one epoch done plus 40% of the second
     (b"Epoch 2/3: 40%|####      | 40/100 [00:10<00:15, 4.0it/s, loss=0.0003, grad_norm=0.0006]", (40, 0.0003, 0.0006, None, 1.4)),
     (b"Epoch 3/3 - loss: 0.1", (None, 0.1, None, None, 2.0)),
+    # a phase timing in seconds is not a step number (SkyRL: no step key on the line); a later whole counter is
+    (b"{'timing/generate': 481.3, 'timing/step': 569.77, 'policy_loss': 0.0106}", (None, 0.0106, None, None, None)),
+    (b"{'timing/step': 569.77, 'loss': 2.5, 'global_step': 12}", (12, 2.5, None, None, None)),
 ])
 def test_parse_line_more_formats(line, expect):
     got = P.parse_line(line)

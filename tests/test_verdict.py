@@ -254,6 +254,22 @@ def test_collective_timeout_while_a_checkpoint_is_written_is_fix_unless_the_save
     assert run(TRAIN_HEAD + wd).extra["action"] == "retry"      # mid-step: the category default
 
 
+def test_collective_timeout_after_training_finished_is_fix():
+    """Every rank timing out in one collective after the Trainer printed its final metrics (the final save
+    gathering a full state dict) stops at the same place on a rerun: fix, not the transient default."""
+    wd = ("[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2778, "
+          "OpType=_ALLGATHER_BASE, Timeout(ms)=1800000) ran for 1801649 milliseconds before timing out\n")
+    final = ("{'train_runtime': 119.8, 'train_samples_per_second': 2.5, 'train_steps_per_second': 0.075, "
+             "'train_loss': 1.2388, 'epoch': 2.57}\n")
+    died = ("terminate called after throwing an instance of 'std::runtime_error'\n  what():  " + wd
+            + "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 0 (pid: 5037) of "
+            "binary: /opt/conda/bin/python\n")
+    rep = run(TRAIN_HEAD + final + wd + died)
+    assert errors(rep)[0].category == "nccl-timeout" and rep.extra["action"] == "fix"
+    assert "after training had finished" in rep.extra["action_reason"]
+    assert run(TRAIN_HEAD + wd + died).extra["action"] == "retry"      # mid-run: the category default
+
+
 def test_rdma_failure_before_any_progress_is_fix_and_mid_run_is_retry():
     ib = "node-0:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129\n"
     start = run("NCCL version 2.18.1+cuda12.1\n" + ib)

@@ -235,6 +235,16 @@ def is_rl_line(text: bytes) -> bool:
 _SUMMARY_ROW = re.compile(rb"\s*train_loss\s+=\s+\S+\s*$")
 
 
+def _step_of(val: bytes) -> Optional[int]:
+    """A step counter's value, or None: a counter is whole, so `'timing/step': 569.77` (seconds a step took,
+    SkyRL / verl phase timings) is not a step number."""
+    try:
+        v = float(val)
+    except (ValueError, OverflowError):
+        return None
+    return int(v) if v == v and v not in (float("inf"), float("-inf")) and v == int(v) else None
+
+
 def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Optional[float], Optional[float], Optional[float]]]:
     """(step, loss, grad_norm, lr, epoch) from one metric line, or None when it has no training loss."""
     out: list[Any] = [None, None, None, None, None]
@@ -250,10 +260,7 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
             if k is None or out[k] is not None:
                 continue
             if k == 0:
-                try:
-                    out[0] = int(float(val))
-                except (ValueError, OverflowError):
-                    pass
+                out[0] = _step_of(val)
             elif not (k == 3 and _BELOW_PRECISION.match(val)):
                 out[k] = num(val)
     else:
@@ -265,10 +272,7 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                     (m.start() and text[m.start() - 1:m.start()] in (b"'", b'"')) or _SUMMARY_ROW.match(low)):
                 continue    # the Trainer's end-of-run average (its dict, or its "***** train metrics *****" row), not a step
             if k == 0:
-                try:
-                    out[0] = int(float(m.group(2)))
-                except (ValueError, OverflowError):
-                    pass
+                out[0] = _step_of(m.group(2))
             elif not (k == 3 and _BELOW_PRECISION.match(m.group(2))):
                 out[k] = num(m.group(2))
     if out[1] is None and out[2] is not None and out[2] != out[2] and b"iteration" in low:
