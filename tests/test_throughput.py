@@ -131,6 +131,15 @@ def test_nvidia_smi_csv_rows_and_verl_generation_share():
     assert _run(ok)[1] == []
 
 
+def test_skyrl_timing_dict_generation_share():
+    """SkyRL logs its phase timings as a dict ('timing/generate', 'timing/step'): the same generation share as verl's."""
+    steps = "".join(f"skyrl_train.trainer:train:299 - {{'timing/generate': {480 + i:.2f}, 'timing/train_critic_and_policy': 71.2, "
+                    f"'timing/step': {569 + i:.2f}, 'policy_loss': 0.01}}\n" for i in range(6))
+    t, [a] = _run(steps)
+    assert a.numbers["gen_pct"] == "84" and a.severity == "warning"
+    assert _run(steps.replace("'timing/generate': 48", "'timing/generate': 18"))[1] == []
+
+
 def test_vllm_slow_decode_interrupted_with_eager_mode():
     text = ("non-default args: {'model': '/m', 'enforce_eager': True}\n"
             + "".join(f"INFO 11-04 14:43:{i:02d} [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 tokens/s, "

@@ -6,7 +6,8 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
                     label reads as training; `Processed prompts: ... [04:02<00:00` is generation time
   Megatron          `elapsed time per iteration (ms): 1234.5`
   DeepSpeed         `CurrSamplesPerSec=12.3` (its throughput timer; step time ~ 1/rate)
-  verl              `timing_s/step:165.3 - ... timing_s/gen:131.5` (and `timing_s/save_checkpoint:` on save steps)
+  verl              `timing_s/step:165.3 - ... timing_s/gen:131.5` (and `timing_s/save_checkpoint:` on save steps);
+                    SkyRL's dict `{'timing/generate': 481.3, ..., 'timing/step': 569.77, ...}`
   a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
@@ -40,7 +41,7 @@ HEAD, TAIL = 256, 512
 
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
-_FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|Avg generation throughput:"
+_FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]")
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
              rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
@@ -50,14 +51,14 @@ SAMPLE_EVERY = 4
 _BAR = rb"([^\n|]{0,80}?)\s*[0-9]{1,3}%\|[^|\n]*\|\s*([0-9]+)/([0-9]+) \[([0-9:]+)<([0-9:?]+),\s*([0-9.]+)(s/it|it/s)"
 _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
-_VERL = rb"timing_s/step:([0-9.]+)"
+_VERL = rb"""(?:timing_s/step:|['"]timing/step['"]:\s*)([0-9.]+)"""
 # a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781" (torchtune's
 # "tokens_per_second_per_gpu:576.6"), torchtitan's "tps: 6,452",
 # mlx-lm's "Iter 10: ... Tokens/sec 192.224", a loss line's samples per second in Hz (voxceleb_trainer:
 # "Processing 19200 of 1092009:Loss 13.9 TEER/TAcc 21.1% - 312.50 Hz"; a loss on the line keeps "16000 Hz" out)
 _RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second(?:_per_gpu)?[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
          rb"|[Ll]oss\b[^\n]*? ([0-9][0-9,]*(?:\.[0-9]+)?) Hz\b")
-_VERL_GEN = rb"timing_s/gen:([0-9.]+)"
+_VERL_GEN = rb"""(?:timing_s/gen:|['"]timing/generate['"]:\s*)([0-9.]+)"""
 # a loop's own step time in seconds (MONAI tutorials: "3/16, train_loss: 0.6612, step time: 0.2268")
 _STEPT = rb"step time: ([0-9.]+)(?![0-9.])(?!\s*ms\b)"
 _VERL_SAVE = rb"timing_s/save_checkpoint:([0-9.]+)"
