@@ -207,7 +207,7 @@ def test_every_category_has_an_action_and_reasons_in_both_languages():
         assert not set(o.get("categories", ())) - set(taxonomy), o["id"]
     names = {m["name"] for m in verdict_spec()["markers"]} | {m["kind"] for m in verdict_spec()["markers"]}
     for o in action_spec()["overrides"]:
-        assert not set(o.get("seen", ())) - names, o["id"]
+        assert not set(o.get("seen", ())) - names and not set(o.get("seen_any", ())) - names, o["id"]
 
 
 def test_category_defaults():
@@ -855,3 +855,18 @@ def test_a_collective_peer_hanging_up_after_the_run_finished_is_teardown():
     # before the finish it is a crash, and any other exception after the finish still is one
     assert run(TRAIN_HEAD + gloo).extra["status"] == "crashed"
     assert run(TRAIN_HEAD + FINISH + gloo + OOM_TB).extra["status"] == "crashed"
+
+
+def test_a_health_probe_answered_200_is_not_serving():
+    """A web app whose model failed to load still answers its health probe (GET /api/health 200): that is not
+    progress, so the load failure stays the error; a real request answered 200 afterwards is."""
+    so = "/app/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so"
+    head = (f"app - ERROR - Model loading failed: {so}: undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE\n"
+            "app - WARNING - Retrying model load with the fallback path\n"
+            "app - ERROR - FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package "
+            "flash_attn seems to be not installed. Please refer to the documentation to install Flash Attention 2.\n"
+            "INFO:     Application startup complete.\n")
+    probe = 'INFO:     172.18.0.1:53318 - "GET /api/health HTTP/1.1" 200 OK\n'
+    assert errors(run(head + probe))
+    served = 'INFO:     172.18.0.1:53320 - "POST /api/ocr HTTP/1.1" 200 OK\n'
+    assert not errors(run(head + probe + served))

@@ -399,6 +399,8 @@ def _override_applies(o: dict[str, Any], f: Finding, seen: set[str], phase: Opti
         return False
     if any(s not in seen for s in o.get("seen", ())):
         return False
+    if o.get("seen_any") and not any(s in seen for s in o["seen_any"]):
+        return False
     if any(s in seen for s in o.get("unless_seen", ())):
         return False
     # the log's own words (the evidence line and what the rule captured), never the rule's message: a
