@@ -210,6 +210,22 @@ def test_death_report_yields_to_the_explanation_printed_in_its_own_message():
     assert errors(rep)[0].rule_id == "unknown"
 
 
+def test_collective_timeout_after_a_silent_worker_death_yields_to_it():
+    died = ("(ActorModelRayActor pid=744) ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+            "(ActorModelRayActor pid=744) The actor is dead because its worker process has died. Worker exit type: "
+            "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.\n")
+    watchdog = ("(ActorModelRayActor pid=744) [rank9]:[E416 13:21:26.967 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+                "collective operation timeout: WorkNCCL(SeqNum=876319, OpType=BROADCAST, NumelIn=8, NumelOut=8, "
+                "Timeout(ms)=600000) ran for 600089 milliseconds before timing out.\n")
+    rep = run(TRAIN_HEAD + died + watchdog)
+    assert errors(rep)[0].rule_id == "ray-worker-died-unexplained"
+    late = next(f for f in rep.findings if f.rule_id == "nccl-watchdog-timeout")
+    assert late.judgement and late.judgement["context"] == "after-peer-death"
+    # the watchdog first, then the death: the watchdog took the process down and stays the lead
+    rep = run(TRAIN_HEAD + watchdog + died)
+    assert errors(rep)[0].rule_id == "nccl-watchdog-timeout"
+
+
 def test_unknown_still_wins_when_nothing_recognised_explains_it():
     rep = run(TRAIN_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
               "ValueError: reward function returned a list of length 3, expected 8\n")

@@ -214,6 +214,21 @@ def _same_process(f: Finding, u: Finding) -> bool:
     return f.rank is None or u.rank is None or f.rank == u.rank or u.rank in f.ranks
 
 
+def _timeouts_after_death(findings: list[Finding], lang: Optional[str]) -> None:
+    spec = verdict_spec().get("death_before_timeouts")
+    if not spec:
+        return
+    deaths = [f for f in findings if f.rule_id in spec["deaths"] and f.severity == "error" and f.judgement is None]
+    if not deaths:
+        return
+    first = min(deaths, key=lambda f: f.line)
+    for f in findings:
+        if f.category in spec["categories"] and f.severity == "error" and f.judgement is None and f.line > first.line:
+            f.role, f.priority = "symptom", 0
+            f.judgement = {"context": "after-peer-death", "severity_was": "error",
+                           "reason": tr(spec["reason"], lang, line=first.line)}
+
+
 def _yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optional[Scanner] = None) -> None:
     spec = verdict_spec()
     reports = set(spec["death_reports"])
@@ -352,6 +367,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                 and all(f.role == "symptom" for f in findings if f.severity == "error"))):
         findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
+    _timeouts_after_death(findings, lang)
     _yield_unknown(findings, lang, scanner)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
