@@ -24,6 +24,10 @@ from llmtriage.engine.logparse import iter_blocks, match_view
     (b"Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, 5.38it/s, v_num=0, train_loss=2.310]", (450, 2.31, None, None, 0)),
     (b"Step 100: loss = 2.3000, lr = 0.0001", (100, 2.3, None, 1e-4, None)),
     (b"{'loss': 1.0, 'grad_norm': inf, 'learning_rate': 0.0, 'epoch': 1.0}", (None, 1.0, math.inf, 0.0, 1.0)),
+    # the reference DPO implementation's "train stats after N examples: {...}" (quoted values, loss/train)
+    (b"train stats after 160768 examples: {'rewards_train/chosen': 'nan', 'logps_train/chosen': 'nan', "
+     b"'loss/train': 'nan', 'examples_per_second': '5.4876', 'grad_norm': 'nan', 'counters/updates': 5024}",
+     (None, math.nan, math.nan, None, None)),
     (b"07/12 09:07:50 - mmengine - INFO - Iter(train) [   10/12867]  lr: 5.1813e-07  eta: 17 days, 18:31:42  "
      b"time: 5.0501  data_time: 0.0283  memory: 58207  loss: 1.0672  grad_norm: 5.8255", (10, 1.0672, 5.8255, 5.1813e-07, None)),
 ])

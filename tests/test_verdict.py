@@ -187,6 +187,45 @@ def test_death_report_exception_is_a_symptom_of_an_earlier_signature():
     assert next(f for f in rep.findings if f.rule_id == "unknown").role == "symptom"
 
 
+def test_death_report_yields_to_the_explanation_printed_in_its_own_message():
+    # Ray prints the actor's fields and then why it died BELOW the exception line: that explanation
+    # is the report's own, so the unknown death report yields to it
+    died_tb = ("Traceback (most recent call last):\n  File \"/app/main_ppo.py\", line 40, in main\n"
+               "    ray.get(runner.run.remote(config))\n"
+               "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+               "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\n\tactor_id: 2d7a0f1e9c3b45a8\n"
+               "\tpid: 20977\n\tip: 10.8.0.14\n"
+               "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+               "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
+               "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.\n")
+    rep = run(TRAIN_HEAD + died_tb)
+    assert errors(rep)[0].rule_id == "ray-worker-died-unexplained"
+    assert next(f for f in rep.findings if f.rule_id == "unknown").role == "symptom"
+    # an ordinary exception does not reach below its own line: a later signature does not explain it
+    rep = run(TRAIN_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+              "ValueError: reward function returned a list of length 3, expected 8\n"
+              "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection "
+              "error code 2. End of file.\nJob 'raysubmit_x' failed\n")
+    assert any(f.rule_id == "ray-worker-died-unexplained" for f in rep.findings)
+    assert errors(rep)[0].rule_id == "unknown"
+
+
+def test_collective_timeout_after_a_silent_worker_death_yields_to_it():
+    died = ("(ActorModelRayActor pid=744) ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+            "(ActorModelRayActor pid=744) The actor is dead because its worker process has died. Worker exit type: "
+            "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.\n")
+    watchdog = ("(ActorModelRayActor pid=744) [rank9]:[E416 13:21:26.967 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+                "collective operation timeout: WorkNCCL(SeqNum=876319, OpType=BROADCAST, NumelIn=8, NumelOut=8, "
+                "Timeout(ms)=600000) ran for 600089 milliseconds before timing out.\n")
+    rep = run(TRAIN_HEAD + died + watchdog)
+    assert errors(rep)[0].rule_id == "ray-worker-died-unexplained"
+    late = next(f for f in rep.findings if f.rule_id == "nccl-watchdog-timeout")
+    assert late.judgement and late.judgement["context"] == "after-peer-death"
+    # the watchdog first, then the death: the watchdog took the process down and stays the lead
+    rep = run(TRAIN_HEAD + watchdog + died)
+    assert errors(rep)[0].rule_id == "nccl-watchdog-timeout"
+
+
 def test_unknown_still_wins_when_nothing_recognised_explains_it():
     rep = run(TRAIN_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
               "ValueError: reward function returned a list of length 3, expected 8\n")

@@ -36,7 +36,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of
 from llmtriage.engine.logparse import split_prefix
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
-ANCHOR_SRC = (rb"""['"]loss['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
+ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
               rb"""\b(?:actor/)?(?:pg|policy)_loss['"]?\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
               # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
               rb"""|\| grad norm: (?:nan|inf)\b"""
@@ -61,7 +61,7 @@ FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:
             rb"""compute dtype: torch\.float16|mixed_precision[=:]\s*['"]?fp16|--mixed_precision[= ]fp16|\bfp16: true""")
 
 _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
-         rb"train_loss_step", rb"train_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
+         rb"train_loss_step", rb"train_loss", rb"loss/train", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
          rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
          rb"global_step(?:/max_steps)?", rb"current_steps", rb"step", rb"iteration", rb"iter")
 _VALUE = (rb"""(?:\]|['"])?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
@@ -71,7 +71,7 @@ KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
 # pattern then starts with a set of letters, which `re` skips to instead of trying every position.
 _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:] for k in _KEYS) + b")" + _VALUE
 
-_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
+_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss/train": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
           b"epoch": 4, b"current_steps": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
 _MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")

@@ -214,14 +214,30 @@ def _same_process(f: Finding, u: Finding) -> bool:
     return f.rank is None or u.rank is None or f.rank == u.rank or u.rank in f.ranks
 
 
-def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
+def _timeouts_after_death(findings: list[Finding], lang: Optional[str]) -> None:
+    spec = verdict_spec().get("death_before_timeouts")
+    if not spec:
+        return
+    deaths = [f for f in findings if f.rule_id in spec["deaths"] and f.severity == "error" and f.judgement is None]
+    if not deaths:
+        return
+    first = min(deaths, key=lambda f: f.line)
+    for f in findings:
+        if f.category in spec["categories"] and f.severity == "error" and f.judgement is None and f.line > first.line:
+            f.role, f.priority = "symptom", 0
+            f.judgement = {"context": "after-peer-death", "severity_was": "error",
+                           "reason": tr(spec["reason"], lang, line=first.line)}
+
+
+def _yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optional[Scanner] = None) -> None:
     spec = verdict_spec()
     reports = set(spec["death_reports"])
     explains = set(spec["explains_death"])
     for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error"]:
+        report = u.captures.get("type", "").rsplit(".", 1)[-1] in reports
         earlier = [f for f in findings if f is not u and f.rule_id != "unknown" and f.judgement is None
                    and f.line <= u.line and _same_process(f, u)]
-        if u.captures.get("type", "").rsplit(".", 1)[-1] in reports and any(f.severity == "error" for f in earlier):
+        if report and any(f.severity == "error" for f in earlier):
             u.role = "symptom"          # it only reports a death that a recognised signature explains
             continue
         if any(f.severity == "error" and f.role == "cause" for f in earlier):
@@ -233,7 +249,14 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str]) -> None:
                               "reason": tr(spec["explains_reason"], lang, line=u.line)}
             best.severity = "error"
             u.role = "symptom"          # the promoted cause explains this exception: one root cause, not two
-
+            continue
+        if report and scanner is not None:
+            # a death report's message goes on below it (Ray's actor fields, then "The actor is dead
+            # because ..."): a signature there is the report's own explanation, not a later event
+            upto = u.line + scanner.continuation_after(u.line, int(spec["after_death"]["message_lines"]))
+            if any(f is not u and f.rule_id != "unknown" and f.judgement is None and f.severity == "error"
+                   and u.line < f.line <= upto and _same_process(f, u) for f in findings):
+                u.role = "symptom"
 
 
 def _promote_covering(covered: list[Finding], line: int, lang: Optional[str]) -> None:
@@ -344,7 +367,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                 and all(f.role == "symptom" for f in findings if f.severity == "error"))):
         findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
-    _yield_unknown(findings, lang)
+    _timeouts_after_death(findings, lang)
+    _yield_unknown(findings, lang, scanner)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     findings.sort(key=Finding.sort_key)
