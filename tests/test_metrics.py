@@ -829,3 +829,12 @@ def test_loss_exactly_zero_mid_run_is_read_by_the_gradient_beside_it():
     # exactly 0 from the very first record is not "mid-run": the existing readings keep it
     first = _hf([0.0] * 20, [0.0] * 20)
     assert not {k for k, _, _ in _zero_kinds(first)} & {"zero_masked", "zero_graded"}
+
+
+def test_fast_fall_span_with_a_step_counter_that_restarts_each_epoch():
+    """A per-epoch bar (1542/1542 every epoch) gives every record the same step: the fall is counted in records,
+    never "within 0 steps"."""
+    text = "".join(f"100%|##########| 1542/1542 [03:11<00:00,  8.06it/s, train_loss={v}]\n"
+                   for v in ("1.42", "0.00322", "0.0011", "0.0004"))
+    [a] = [a for a in D.detect(_tracker(text)) if a.kind == "fall"]
+    assert a.numbers["unit"] == "records" and a.numbers["span"] == 1

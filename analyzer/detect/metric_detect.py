@@ -88,8 +88,8 @@ def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
 
 
 def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
-    """A normal loss, then exactly 0 on every later record (the NaN/inf filter or a fp16 overflow
-    turned the loss into 0): no gradual decline in between, not an RL run, no zero grad_norm."""
+    """A normal loss, then exactly 0 on every later record (the NaN/inf filter or a fp16 overflow turned the loss
+    into 0): no gradual decline in between, not an RL run, no zero grad_norm."""
     th = t.th
     if t.sampled or len(finite_recs) < th.zero_min_records + 4 or any(r.rl for r in finite_recs):
         return []
@@ -270,20 +270,22 @@ def _flat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     # a pairwise preference loss (DPO, a reward model) flat at ln 2 is chance level: chosen and rejected
     # still score the same, the policy never moved from the reference
     chance = abs(hi - math.log(2)) <= 5e-4 and abs(lo - math.log(2)) <= 5e-4  # type: ignore[operator]
-    # a supervised loss of exactly 0 on every record is no loss at all: no label token is counted
-    # (every label masked, a template that cuts the answer) or a filter zeroes it; a trained model
-    # never reaches an exact 0 on real text
+    # a supervised loss of exactly 0 on every record is no loss at all: no label token is counted (every label
+    # masked, a template that cuts the answer) or a filter zeroes it; a model never reaches an exact 0 on real text
     zero_loss = hi == 0 and lo == 0
-    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero or chance or zero_loss) else "warning",
-                    run[0].line, run[-1].line,
-                    run[0].step, len(run), {"loss": fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at,
+    return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero or chance or zero_loss) else "warning", run[0].line,
+                    run[-1].line, run[0].step, len(run), {"loss": fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at,
                                             "records": len(run), "grad_norm": fmt(grads[-1]) if grads else None,
                                             "grad_zero": zero, "lr_zero": lr_zero, "chance": "ln 2" if chance else None,
                                             "zero_loss": "0" if zero_loss and not zero else None})]
 
 
+def _by_step(a: Record, b: Record) -> bool:    # a per-epoch bar restarting at 0 leaves only the record count
+    return a.step is not None and b.step is not None and (b.step > a.step or b.index == a.index)
+
+
 def _span(a: Record, b: Record) -> int:
-    return (b.step - a.step) if (a.step is not None and b.step is not None) else (b.index - a.index)
+    return (b.step - a.step) if _by_step(a, b) else (b.index - a.index)  # type: ignore[operator]
 
 
 def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
@@ -312,15 +314,14 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
                 "grad_flat": gflat, "min_loss": fmt(low),
                 "grad_norm": fmt(win[-1]) if win and gflat else None,    # only stated when it stayed flat
                 "strong": fmt(th.fall_strong) if strong else None, "within": th.fall_within if strong else None,
-                "unit": "steps" if r.step is not None and first.step is not None else "records"})]
+                "unit": "steps" if _by_step(first, r) else "records"})]
     return []
 
 
 def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> list[Anomaly]:
     """The last flat_min_records losses under collapse_loss with grad_norm under collapse_grad (not
     all exactly 0: that is zero_grad), from a first loss >= fall_from: within the first epoch the model
-    copies its input (labels not shifted / leaked) - an error; after >= epochs_fast epochs a tiny
-    dataset was memorised - a warning. `descended`: _flat saw the loss reach ~0 step by step (a grad printed 0 is rounding)."""
+    copies its input (labels not shifted / leaked) - an error; after >= epochs_fast epochs a tiny dataset was memorised - a warning. `descended`: _flat saw the loss reach ~0 step by step (a grad printed 0 is rounding)."""
     th = t.th
     n = th.flat_min_records
     if t.first_nonfinite is not None or len(fin) < n + 1 or fin[0].loss < th.fall_from or fin[0].rl:  # type: ignore[operator]
@@ -349,9 +350,8 @@ def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     """Every logged loss under collapse_loss from the very first record on (>= flat_min_records of them,
     not exactly 0, with a gradient): a language model does not start training near 0 on real text,
     so the labels give the answer away (unshifted, visible in the input) or almost everything is masked.
-    An error when the first record is within the first epoch (or the epoch is unknown), a warning
-    later (a resumed run, a memorised tiny dataset). Not Megatron: its throughput benchmarks train on
-    mock data, which is that easy."""
+    An error when the first record is within the first epoch (or the epoch is unknown), a warning later (a
+    resumed run, a memorised tiny dataset). Not Megatron: its throughput benchmarks train on easy mock data."""
     th = t.th
     if (t.sampled or t.meg_iters or t.first_nonfinite is not None or len(fin) < th.flat_min_records or any(r.rl for r in fin)
             or not all(0 < r.loss < th.collapse_loss for r in fin)):  # type: ignore[operator]
