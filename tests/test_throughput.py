@@ -119,6 +119,27 @@ def test_nvidia_smi_idle_during_training_is_an_error_but_not_before_it():
     assert a.severity == "warning" and a.numbers["mem_pct"] == "11"
 
 
+NPU_SMI = """+===========================+===============+====================================================+
+| 0     910B3               | OK            | 92.1        36                0    / 0             |
+| 0                         | 0000:C1:00.0  | {u0:<3}         0    / 0          {m0}/ 65536         |
++===========================+===============+====================================================+
+| 1     910B3               | OK            | 91.4        37                0    / 0             |
+| 0                         | 0000:C2:00.0  | {u1:<3}         0    / 0          {m1}/ 65536         |
++===========================+===============+====================================================+
+"""
+
+
+def test_npu_smi_chip_rows_are_snapshots_too():
+    """Ascend's npu-smi prints AICore(%) and HBM used / total on each chip's second row: an idle AICore
+    during training is an idle accelerator, read like nvidia-smi's utilisation column."""
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    t, [a] = _run(rec + NPU_SMI.format(m0=19120, m1=19088, u0=0, u1=3) + rec, train_start=1)
+    assert a.severity == "error" and a.numbers["idle_gpus"] == "2/2" and a.numbers["mem_pct"] == "29"
+    assert t.snaps == [[(0, 19120, 65536, 4), (3, 19088, 65536, 7)]]   # one snapshot, two chips
+    # busy chips with most of their HBM in use: nothing to say
+    assert _run(rec + NPU_SMI.format(m0=61000, m1=60500, u0=88, u1=91) + rec, train_start=1)[1] == []
+
+
 def test_nvidia_smi_csv_rows_and_verl_generation_share():
     steps = "".join(f"(TaskRunner pid=1) step:{i} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - timing_s/gen:{131 + i * 0.1:.3f} - "
                     f"timing_s/update_actor:19.8 - timing_s/step:{165 + i * 0.1:.3f}\n" for i in range(1, 6))

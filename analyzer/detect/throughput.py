@@ -11,6 +11,7 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
+  npu-smi           chip rows `| 0  | 0000:C1:00.0  | 0   0    / 0   19120/ 65536  |` (AICore %, HBM MB)
 Context: the end of training (`train_runtime`), a stop from outside while running (Slurm
 `DUE TO TIME LIMIT`, `^C`, `KeyboardInterrupt`), `--enforce-eager`.
 
@@ -43,7 +44,7 @@ HEAD, TAIL = 256, 512
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]")
-_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|"
+_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
              rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
@@ -67,6 +68,7 @@ _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput:
 _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/s\): ([0-9.]+)"
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
 _SMI_CSV = rb"^\s*([0-9]+), +([0-9]+) ?%, +([0-9]+) ?MiB"
+_NPU_SMI = rb"\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]\s+\|\s*([0-9]+)\s+[0-9]+\s*/\s*[0-9]+\s+([0-9]+)\s*/\s*([0-9]+)\s*\|"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
 _LABEL_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.,]+Z?\s*)?(?:\S+:(?:\s+|$))?(?:[\[(][^\])]*[\])]:?\s*)*")
 _EAGER = re.compile(rb"""enforce_eager['"]?\s*[:=]\s*True|--enforce-eager(?:\s|$)|enforce_eager=true""")
@@ -93,14 +95,14 @@ class _Rx(Lazy):
 
     def _make_gates(self) -> Any:
         # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
-        return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
+        return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"0000:", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
                                                              rb"KeyboardInterrupt", rb"enforce.eager", rb"aving",
                                                              rb"Running training"))]
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
                                                ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
-                                               ("csv", _SMI_CSV), ("stop", _STOP))}
+                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("stop", _STOP))}
 
 
 _RX = _Rx()
@@ -305,6 +307,8 @@ class ThroughputTracker:
         m = P["smi"].search(seg)
         if m:
             row: tuple[int, Optional[int], Optional[int], int] = (int(m.group(3)), int(m.group(1)), int(m.group(2)), line)
+        elif m := P["npu"].search(seg):     # npu-smi: AICore(%) then HBM used / total
+            row = (int(m.group(1)), int(m.group(2)), int(m.group(3)), line)
         else:
             m = P["csv"].search(seg)
             if m is None:
