@@ -6,8 +6,7 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
                     label reads as training; `Processed prompts: ... [04:02<00:00` is generation time
   Megatron          `elapsed time per iteration (ms): 1234.5`
   DeepSpeed         `CurrSamplesPerSec=12.3` (its throughput timer; step time ~ 1/rate)
-  verl              `timing_s/step:165.3 - ... timing_s/gen:131.5` (and `timing_s/save_checkpoint:` on save steps);
-                    SkyRL's dict `{'timing/generate': 481.3, ..., 'timing/step': 569.77, ...}`
+  verl, SkyRL       `timing_s/step:165.3 - ... timing_s/gen:131.5` (`timing_s/save_checkpoint:`), `'timing/step': 569.7`
   a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
