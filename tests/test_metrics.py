@@ -806,6 +806,23 @@ def test_grad_norm_climbing_with_the_loss_is_an_explosion_and_either_alone_is_no
     assert run(down + [3.2] * 59, flat_g + climb_g) == []            # the gradients grow, the loss stays low
 
 
+def test_loss_tripled_by_the_first_update_of_a_loaded_model_and_never_back_is_a_divergence():
+    from llmtriage.detect.metric_drift import first_update_jump
+
+    def run(losses):
+        t = _tracker(_hf(losses))
+        return first_update_jump(t, D.detect(t))
+
+    wrecked = [1.93] + [round(11.42 - 0.11 * i, 3) for i in range(24)]      # 1.93 -> 11.42, creeps down to 8.9
+    [a] = run(wrecked)
+    assert a.kind == "first_jump" and a.category == "nan-loss" and a.severity == "error"
+    assert a.numbers["first"] == "1.93" and a.numbers["factor"] >= 3
+    assert run([round(10.9 - 0.2 * i, 3) for i in range(25)]) == []        # from scratch: the first loss is the highest
+    assert run([1.93, 6.1] + [round(1.9 - 0.01 * i, 3) for i in range(23)]) == []   # a spike that came back
+    assert run([1.93, 1.9, 1.88, 1.87, 1.85] + [11.0] * 20) == []          # a later jump: the rolling-median detectors' case
+    assert run([1.93] + [round(11.42 - 0.11 * i, 3) for i in range(5)]) == []       # too few records after it
+
+
 def _zero_kinds(text: str):
     from llmtriage.detect.metric_zero import exact_zero
     t = _tracker(text)

@@ -61,3 +61,43 @@ def grad_climb(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     return [Anomaly("grad_climb", "nan-loss", "error", low.line, last.line, low.step, len(after), {
         "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
         "grad_from": fmt(g0), "grad_to": fmt(g1), "grad_factor": round(g1 / g0), "factor": round(level / low.loss, 1)})]  # type: ignore[operator]
+
+
+# metric-loss-jumped-after-first-update: the first records hold the loss the loaded weights give; the
+# jump must come within this many records after the first one ...
+FIRST_JUMP_WITHIN = 3
+# ... and every later record stays at least this x the first loss (it never came back near it)
+FIRST_STAY = 2.0
+
+
+def first_update_jump(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
+    """The loss a loaded model starts at, then wrecked by the first optimizer steps: within
+    FIRST_JUMP_WITHIN records of the first one the loss rises >= spike_factor x (and >= spike_abs above)
+    the first loss, and none of the >= flat_min_records records from there comes back below FIRST_STAY x
+    it. The rolling-median spike and jump detectors need a history of records before the jump, so a run
+    that breaks on its first update has none. A pretrained model's loss does not triple after one update
+    at a sane learning rate; a from-scratch run starts at its highest loss. Nothing when another detector
+    already names an error, for RL records (their loss moves by design) or sampled records."""
+    if t.sampled or any(a.severity == "error" for a in found):
+        return []
+    th = t.th
+    recs = [r for r in t.records() if finite(r.loss)]
+    if len(recs) < th.flat_min_records + 1 or any(r.rl for r in recs):
+        return []
+    base = recs[0].loss
+    if base is None or base <= 0:
+        return []
+    j = next((i for i in range(1, FIRST_JUMP_WITHIN + 1)
+              if recs[i].loss >= th.spike_factor * base and recs[i].loss - base >= th.spike_abs), None)  # type: ignore[operator]
+    if j is None or any(r.loss > 1.5 * base for r in recs[1:j]):  # type: ignore[operator]
+        return []
+    after = recs[j:]
+    low = min(r.loss for r in after)  # type: ignore[type-var]
+    if len(after) < th.flat_min_records or low < FIRST_STAY * base or low - base < th.spike_abs:  # type: ignore[operator]
+        return []
+    tail = sorted(r.loss for r in after[len(after) // 2:])  # type: ignore[type-var]
+    level = tail[len(tail) // 2]
+    r0, last = recs[j], after[-1]
+    return [Anomaly("first_jump", "nan-loss", "error", r0.line, last.line, r0.step, len(after), {
+        "first": fmt(base), "first_at": recs[0].at, "loss": fmt(r0.loss), "at": r0.at, "level": fmt(level),
+        "low": fmt(low), "factor": round(level / base, 1), "records": len(after), "to": last.at})]  # type: ignore[operator]

@@ -46,7 +46,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_lr import lr_dead   # deferred: as above
         from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
         from llmtriage.detect.metric_task import task_worsens   # deferred: as above
-        from llmtriage.detect.metric_drift import grad_climb   # deferred: as above
+        from llmtriage.detect.metric_drift import first_update_jump, grad_climb   # deferred: as above
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
@@ -59,6 +59,7 @@ class TrainingObserver:
         task_worsens(self.metrics, anomalies)
         anomalies += lr_dead(self.metrics, anomalies)
         anomalies += grad_climb(self.metrics, anomalies)
+        anomalies += first_update_jump(self.metrics, anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         findings.extend(to_findings(anomalies, findings, self.lang))
