@@ -92,6 +92,21 @@ def test_chinese_wordings_match_in_gbk_logs_as_in_utf8_logs(engine):
     assert key(scan_bytes(engine.__class__(engine.ruleset, mode="reference"), text.encode("gbk"))) == key(gbk)
 
 
+def test_an_unclosed_quoted_path_does_not_reach_the_next_hit(engine):
+    """A path capture whose closing quote is missing (a cut line) stops at the line's end in every engine: the
+    default engine matches line by line (RE2 never_nl), so the stdlib path must not run on into the next hit
+    (found by the differential fuzz run)."""
+    from llmtriage.engine.matcher import scan_bytes
+
+    line = "[rank0]: OSError: [Errno 122] 超出磁盘限额: '/share/home/u1/ckpt/model-0000{}\n"
+    text = line.format(1) + "[rank0]:     model.save_pretrained(out_dir)\n" + line.format(2)
+    key = lambda r: [(f.rule_id, f.line, f.count, f.last_line) for f in r.findings]  # noqa: E731
+    want = key(scan_bytes(engine, text.encode()))
+    assert ("no-space-left-on-device", 1, 2, 3) in want
+    for mode in ("reference", "python"):
+        assert key(scan_bytes(engine.__class__(engine.ruleset, mode=mode), text.encode())) == want, mode
+
+
 def test_unknown_names_the_headline_exception(small):
     log = ("Traceback (most recent call last):\n  File \"/home/u/train.py\", line 9, in main\n    x()\n"
            "  File \"/usr/lib/python3/site-packages/lib.py\", line 3, in x\n    raise KeyError('foo')\nKeyError: 'foo'\n")
