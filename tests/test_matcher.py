@@ -95,7 +95,8 @@ def test_chinese_wordings_match_in_gbk_logs_as_in_utf8_logs(engine):
 def test_an_unclosed_quoted_path_does_not_reach_the_next_hit(engine):
     """A path capture whose closing quote is missing (a cut line) stops at the line's end in every engine: the
     default engine matches line by line (RE2 never_nl), so the stdlib path must not run on into the next hit
-    (found by the differential fuzz run)."""
+    (found by the differential fuzz run; the rule's class now stops at the newline, and the stdlib path resumes
+    at the next line after a match, whatever a rule's classes allow)."""
     from llmtriage.engine.matcher import scan_bytes
 
     line = "[rank0]: OSError: [Errno 122] 超出磁盘限额: '/share/home/u1/ckpt/model-0000{}\n"

@@ -277,16 +277,15 @@ class Scan:
             if not (eng.any_users[pi] or eng.doc_users[pi]) and pi != eng.bare_idx:
                 continue
             pat = eng.bytes_pattern(pi)
-            last_seg = -1
-            for m in pat.finditer(view):
+            pos = 0
+            while (m := pat.search(view, pos)) is not None:
                 seg = view.rfind(b"\n", 0, m.start()) + 1
-                if seg == last_seg:
-                    continue
                 end = view.find(b"\n", seg)
                 end = len(view) if end < 0 else end
                 if m.end() <= end or pat.search(view, seg, end):   # a match must lie within one line
                     out.append((seg, pi))
-                    last_seg = seg
+                # one hit per line, and a match that ran on over the newline does not hide the next lines
+                pos = end + 1
         out.sort()
         return out
 
