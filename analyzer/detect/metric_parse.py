@@ -28,6 +28,7 @@ average, a bare `loss scale`) give no record. Skipped-step counters that carry n
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -242,7 +243,7 @@ def _step_of(val: bytes) -> Optional[int]:
         v = float(val)
     except (ValueError, OverflowError):
         return None
-    return int(v) if v == v and v not in (float("inf"), float("-inf")) and v == int(v) else None
+    return int(v) if math.isfinite(v) and v.is_integer() else None
 
 
 def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Optional[float], Optional[float], Optional[float]]]:
