@@ -848,6 +848,28 @@ def test_loss_exactly_zero_mid_run_is_read_by_the_gradient_beside_it():
     assert not {k for k, _, _ in _zero_kinds(first)} & {"zero_masked", "zero_graded"}
 
 
+def test_zeros_right_after_a_grad_norm_explosion_are_a_blow_up_not_a_mask():
+    """Loss and grad_norm both exactly 0 after the grad_norm climbed by orders of magnitude over the last
+    records: the weights went NaN and the logging filter prints 0 for both (nan-loss), where the same
+    zeros after a steady gradient are an emptied label mask (loss-suspicious)."""
+    losses = [round(0.9 - 0.01 * i, 3) for i in range(12)] + [1.39, 1.79, 4.55] + [0.0] * 12
+    grads = [round(1.5 + 0.1 * (i % 5), 2) for i in range(12)] + [48.7, 2815.6, 712209.9] + [0.0] * 12
+    kinds = _zero_kinds(_hf(losses, grads))
+    assert ("zero_blown", "nan-loss", "error") in kinds and not {k for k, _, _ in kinds} & {"zero_masked"}
+    calm = _hf(losses[:12] + [0.7, 0.69, 0.68] + [0.0] * 12, grads[:12] + [1.6, 1.5, 1.7] + [0.0] * 12)
+    assert not {k for k, _, _ in _zero_kinds(calm)} & {"zero_blown"}
+
+
+def test_loss_exactly_zero_from_the_first_record_reads_the_precision():
+    """Loss exactly 0 from the first record: an fp16 run overflowed on its first forward pass (nan-loss);
+    without fp16 in the log the loss averages over no label token (no-grad)."""
+    zeros = _hf([0.0] * 12, [1.4142] * 12)
+    assert ("zero_unsup", "no-grad", "error") in _zero_kinds(zeros)
+    for head in ("$ python train.py --fp16\n", "16-bits training: True\n",
+                 "FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated.\n"):
+        assert ("zero_start", "nan-loss", "error") in _zero_kinds(head + zeros), head
+
+
 def test_fast_fall_span_with_a_step_counter_that_restarts_each_epoch():
     """A per-epoch bar (1542/1542 every epoch) gives every record the same step: the fall is counted in records,
     never "within 0 steps"."""

@@ -106,12 +106,14 @@ def test_finished_run_demotes_a_signature_to_warning():
 
 
 def test_silent_failures_stay_errors_in_a_finished_run():
-    log = ("***** Running training *****\n"
+    nan = ("***** Running training *****\n"
            + "".join(f"{{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 3e-05, 'epoch': {i / 10}}}\n" for i in range(1, 9))
            + FINISH)
-    rep = run(log)
-    assert rep.extra["status"] == "finished"
-    assert errors(rep) and errors(rep)[0].category == "nan-loss"
+    zero = nan.replace("'grad_norm': nan, ", "")      # no gradient printed: a loss over no label token
+    for log, want in ((nan, "nan-loss"), (zero, "no-grad")):
+        rep = run(log)
+        assert rep.extra["status"] == "finished"
+        assert errors(rep) and errors(rep)[0].category == want
 
 
 def test_oom_quoted_in_a_userwarning_is_not_fatal():
@@ -865,8 +867,10 @@ def test_a_signature_that_states_why_the_loss_reads_zero_is_the_root_cause():
     top = rep.findings[0]
     assert top.rule_id == "completion-only-response-key-missing" and top.severity == "error"
     assert top.judgement["context"] == "explains-metric"
-    assert any(f.rule_id == "metric-loss-zero-from-start" and f.severity == "warning" for f in rep.findings)
-    rep = run(zeros + FINISH)             # without the collator's word the zero loss is a hidden NaN
+    assert any(f.rule_id == "metric-loss-zero-no-label-token" and f.severity == "warning" for f in rep.findings)
+    rep = run(zeros + FINISH)             # without the collator's word: no label token (no fp16 in the log)
+    assert errors(rep)[0].rule_id == "metric-loss-zero-no-label-token"
+    rep = run("$ accelerate launch train.py --fp16\n" + zeros + FINISH)     # in fp16: the first forward overflowed
     assert errors(rep)[0].rule_id == "metric-loss-zero-from-start"
 
 
@@ -909,3 +913,25 @@ def test_a_health_probe_answered_200_is_not_serving():
     assert errors(run(head + probe))
     served = 'INFO:     172.18.0.1:53320 - "POST /api/ocr HTTP/1.1" 200 OK\n'
     assert not errors(run(head + probe + served))
+
+
+def test_a_build_tools_exit_status_is_not_the_jobs_death():
+    """Triton's ptxas (called by its full path) exiting 255 is a subprocess failure the process goes on to
+    report: the death is the exception it raises, and the toolchain cause printed in between ranks first."""
+    log = ("INFO 07-01 14:27:30 [backends.py:472] Dynamo bytecode transform time: 7.83 s\n"
+           "[rank0]:E0701 14:28:21 triton_heuristics.py:539] Triton compilation failed: triton_red_fused_add_0\n"
+           "[rank0]:E0701 14:28:21 triton_heuristics.py:539] subprocess.CalledProcessError: Command "
+           "'['/opt/cuda-12.8/bin/ptxas', '-lineinfo', '--gpu-name=sm_120a', '/tmp/k.ptx']' returned non-zero exit status 255.\n"
+           "[rank0]:E0701 14:28:21 triton_heuristics.py:539] During handling of the above exception, another exception occurred:\n"
+           "[rank0]:E0701 14:28:21 triton_heuristics.py:539] RuntimeError: Internal Triton PTX codegen error\n"
+           "[rank0]:E0701 14:28:21 triton_heuristics.py:539] `ptxas` stderr:\n"
+           "[rank0]:E0701 14:28:21 triton_heuristics.py:539] ptxas /tmp/k.ptx, line 6; error   : PTX .version 8.4 does not support .target sm_120a\n"
+           "ERROR 07-01 14:28:21 [core.py:515] EngineCore failed to start.\n"
+           "ERROR 07-01 14:28:21 [core.py:515] Traceback (most recent call last):\n"
+           "ERROR 07-01 14:28:21 [core.py:515]   File \"/x/vllm/v1/engine/core.py\", line 506, in run_engine_core\n"
+           "ERROR 07-01 14:28:21 [core.py:515]     engine_core = EngineCoreProc(*args, **kwargs)\n"
+           "ERROR 07-01 14:28:21 [core.py:515] torch._inductor.exc.InductorError: RuntimeError: PTX .version 8.4 does not "
+           "support .target sm_120a\n")
+    rep = run(log)
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "exception"
+    assert errors(rep)[0].rule_id == "nvcc-toolkit-too-old"

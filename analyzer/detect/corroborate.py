@@ -45,7 +45,8 @@ def explain_metric(findings: list[Finding], lang: Optional[str]) -> None:
     The signature becomes the error, with the metric finding as its stated reason; the metric finding
     stays beside it as a warning."""
     for entry in verdict_spec().get("explains_metric", ()):
-        metric = next((f for f in findings if f.rule_id == entry["metric"] and f.severity == "error"), None)
+        ids = entry["metric"] if isinstance(entry["metric"], list) else [entry["metric"]]
+        metric = next((f for f in findings if f.rule_id in ids and f.severity == "error"), None)
         sig = next((f for f in findings if f.rule_id in entry["by"]), None)
         if metric is None or sig is None:
             continue

@@ -6,25 +6,15 @@ with the texts of rules/detectors.yaml. Thresholds: `metrics.Thresholds` (docs/M
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metric_eval import eval_frozen
 from llmtriage.detect.metric_parse import Record
+from llmtriage.detect.metric_zero import nan_hidden
 from llmtriage.detect.metrics import MetricTracker, finite
 
-
-@dataclass
-class Anomaly:
-    kind: str            # a key of RULE_IDS
-    category: str
-    severity: str
-    line: int
-    last_line: int
-    step: Optional[int]
-    count: int
-    numbers: dict[str, Any]
-    priority: Optional[int] = None      # overrides PRIORITY[kind] when context changes the ranking
+__all__ = ["Anomaly", "fmt", "RULE_IDS", "PRIORITY", "detect"]
 
 
 RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero", "zero_start": "metric-loss-zero-from-start", "overflow": "metric-fp16-overflow",
@@ -35,31 +25,15 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "diverge": "metric-loss-diverging", "throughput": "metric-throughput-low",
             "meg_noloss": "metric-megatron-loss-missing", "low_start": "metric-loss-near-zero-from-start", "stuck": "metric-loss-stuck-from-start", "jump": "metric-loss-jumped-and-stayed",
             "eval_frozen": "metric-eval-loss-frozen", "lr_dead": "metric-lr-zero-early", "grad_climb": "metric-grad-norm-climbing",
-            "zero_graded": "metric-loss-zero-with-gradient", "zero_masked": "metric-loss-zero-mid-run", "first_jump": "metric-loss-jumped-after-first-update"}
+            "zero_graded": "metric-loss-zero-with-gradient", "zero_masked": "metric-loss-zero-mid-run", "first_jump": "metric-loss-jumped-after-first-update",
+            "zero_unsup": "metric-loss-zero-no-label-token", "zero_blown": "metric-loss-zero-after-grad-explosion"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
             "zero_grad": 47, "zero_grad_late": 47, "lr_zero": 46, "repeat": 46, "fall": 30, "collapse": 32, "overfit": 28, "spike": 10,
             "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44, "jump": 40,
-            "eval_frozen": 46, "lr_dead": 46, "grad_climb": 40, "zero_graded": 57, "zero_masked": 45, "first_jump": 40}
-
-
-def fmt(x: Optional[float]) -> str:
-    if x is None:
-        return "?"
-    if not math.isfinite(x):
-        return str(x)
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.3g}"
-    return f"{x:.4g}"
-
-
-def _median(xs: list[float]) -> float:
-    d = sorted(xs)
-    n = len(d)
-    return d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+            "eval_frozen": 46, "lr_dead": 46, "grad_climb": 40, "zero_graded": 57, "zero_masked": 45, "first_jump": 40,
+            "zero_unsup": 56, "zero_blown": 57}
 
 
 def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
@@ -85,35 +59,6 @@ def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
         "metric": which, "value": str(value), "at": r.at, "records": t.count,
         "last_finite_loss": fmt(lf.loss) if lf else None, "last_finite_at": lf.at if lf else None,
         "persists": last_bad})]
-
-
-def _nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
-    """A normal loss, then exactly 0 on every later record (the NaN/inf filter or a fp16 overflow turned the loss
-    into 0): no gradual decline in between, not an RL run, no zero grad_norm."""
-    th = t.th
-    if t.sampled or len(finite_recs) < th.zero_min_records + 4 or any(r.rl for r in finite_recs):
-        return []
-    i = len(finite_recs)
-    while i > 0 and finite_recs[i - 1].loss == 0:
-        i -= 1
-    zeros, before = finite_recs[i:], finite_recs[:i]
-    if any(r.grad_norm is not None and finite(r.grad_norm) and r.grad_norm <= th.zero_grad for r in zeros):
-        return []       # loss 0 and grad 0 together: nothing supervised (no-grad), not a hidden NaN
-    if not before and len(zeros) >= th.zero_min_records + 4:
-        # exactly 0 from the very first record: no language-model loss starts at 0; the loss is NaN
-        # from the first step (the logging filter writes it as 0), e.g. fp16 overflow or no labels
-        return [Anomaly("zero_start", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
-            "at": zeros[0].at, "records": len(zeros)})]
-    many = len(zeros) >= 2 * th.zero_min_records     # exactly 0 this long is no curve a model follows
-    if len(zeros) < th.zero_min_records or len(before) < (2 if many else 4):
-        return []
-    med, prev = _median([r.loss for r in before[:-1]]), before[-1].loss  # type: ignore[misc]
-    if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]
-        return []       # it was already falling towards 0: a collapse, judged elsewhere
-    spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
-    return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
-        "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
-        "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]
 
 
 def _meg_noloss(t: MetricTracker) -> list[Anomaly]:
@@ -302,7 +247,7 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
             return []
         if r.loss < th.fall_below:  # type: ignore[operator]
             if r.loss == 0 and finite(r.grad_norm) and r.grad_norm > th.zero_grad:  # type: ignore[operator]
-                return []   # exactly 0 with a gradient is no loss a model reached: the Trainer's hidden NaN (_nan_hidden)
+                return []   # exactly 0 with a gradient is no loss a model reached: the Trainer's hidden NaN (metric_zero.nan_hidden)
             span_recs = [x for x in fin if _span(first, x) <= th.fall_within]
             low = min((x.loss for x in span_recs if x.index >= r.index), default=r.loss)  # type: ignore[type-var]
             win = [x.grad_norm for x in span_recs if finite(x.grad_norm)]
@@ -462,7 +407,7 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     recs = t.records()
     fin = [r for r in recs if finite(r.loss)]
     out = _nan(t, recs) or _meg_noloss(t)
-    hidden = [] if out else _nan_hidden(t, fin)
+    hidden = [] if out else nan_hidden(t, fin)
     out += hidden + _overflow(t, recs)
     if hidden:
         return out

@@ -59,7 +59,8 @@ MEG_SKIPS_SRC = (rb"iteration\s+([0-9]+)\s*/\s*[0-9]+\s*\|[^\n]*?(?:loss scale:\
 
 # configuration lines saying the run uses fp16 mixed precision (HF args, CLI flags, DeepSpeed/accelerate configs)
 FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:\s*\{\s*["']enabled["']:\s*(?:[Tt]rue|["']auto["'])|"""
-            rb"""compute dtype: torch\.float16|mixed_precision[=:]\s*['"]?fp16|--mixed_precision[= ]fp16|\bfp16: true""")
+            rb"""compute dtype: torch\.float16|mixed_precision[=:]\s*['"]?fp16|--mixed_precision[= ]fp16|\bfp16: true|"""
+            rb"""16-bits training: True|torch\.cuda\.amp\.GradScaler|\bGradScaler\(""")
 
 _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
          rb"train_loss_step", rb"train_loss", rb"loss/train", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",

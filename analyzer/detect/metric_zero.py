@@ -12,17 +12,70 @@ it separates two other stories:
   token is counted (a loss mask or label pipeline that empties, a cached mask reused, an answer cut
   off by a changed template). The loss is implausible, not the parameters frozen: `loss-suspicious`.
 
-A flat 0 from the first record stays with `_flat` / `_nan_hidden`, and RL losses (0 by design while
+A flat 0 from the first record is `nan_hidden`'s (below) or `_flat`'s, and RL losses (0 by design while
 the policy equals the reference) are left alone.
+
+`nan_hidden` reads a loss of exactly 0 that never moves again:
+
+- after a normal level, with no gradual decline and no zero gradient: the NaN/inf filter (or an fp16
+  overflow) turned the loss into 0: `nan-loss`;
+- from the very first record: no language-model loss starts at 0. In a run whose configuration says
+  fp16 (flags, a GradScaler, "16-bits training: True") the loss overflowed from the first forward pass:
+  `nan-loss`. Otherwise the loss averages over no token (every label -100: a cutoff that removes the
+  answer, a template never found), so nothing is trained: `no-grad` (`zero_unsup`). A NaN grad_norm
+  beside those zeros stays `_nan`'s: a real NaN and a mean over zero tokens (0/0) print the same, and
+  only a signature tells them apart (rules/no-grad/trl-record-every-label-masked.yaml).
 """
 from __future__ import annotations
 
-from llmtriage.detect.metric_detect import Anomaly, fmt
-from llmtriage.detect.metrics import MetricTracker, finite
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
+from llmtriage.detect.metrics import MetricTracker, Record, finite
 
 MIN_BEFORE = 2          # records with a real loss before the zeros (with a gradient beside the zeros)
 MIN_BEFORE_MASKED = 4   # ... before zeros whose gradient is 0 too (the stronger claim needs a curve)
 DROP_FROM = 0.1         # the last loss before zeros with zero gradient: a collapse would pass below this
+BLOWN_GRAD = 10.0       # zeros with zero gradient right after the grad_norm rose this many times its level ...
+BLOWN_RECENT = 3        # ... within this many records before them: the weights blew up (nan-loss)
+
+
+def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
+    """A normal loss, then exactly 0 on every later record (no gradual decline in between, no zero grad_norm),
+    or exactly 0 from the first record on; not an RL run, no NaN seen (`_nan` reads those records)."""
+    th = t.th
+    if t.sampled or len(finite_recs) < th.zero_min_records + 4 or any(r.rl for r in finite_recs):
+        return []
+    i = len(finite_recs)
+    while i > 0 and finite_recs[i - 1].loss == 0:
+        i -= 1
+    zeros, before = finite_recs[i:], finite_recs[:i]
+    if any(r.grad_norm is not None and finite(r.grad_norm) and r.grad_norm <= th.zero_grad for r in zeros):
+        return []       # loss 0 and grad 0 together: nothing supervised (no-grad), not a hidden NaN
+    if not before and len(zeros) >= th.zero_min_records + 4:
+        grads = {r.grad_norm for r in zeros if r.grad_norm is not None}
+        return [Anomaly("zero_start" if t.fp16 else "zero_unsup", "nan-loss" if t.fp16 else "no-grad", "error",
+                        zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
+                            "at": zeros[0].at, "records": len(zeros),
+                            "grad_norm": fmt(grads.pop()) if len(grads) == 1 else None})]
+    many = len(zeros) >= 2 * th.zero_min_records     # exactly 0 this long is no curve a model follows
+    if len(zeros) < th.zero_min_records or len(before) < (2 if many else 4):
+        return []
+    med, prev = _median([r.loss for r in before[:-1]]), before[-1].loss  # type: ignore[misc]
+    if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]
+        return []       # it was already falling towards 0: a collapse, judged elsewhere
+    spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
+    return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
+        "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
+        "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]
+
+
+def _blown(before: list[Record]) -> bool:
+    """The grad_norm of the last BLOWN_RECENT records before the zeros rose >= BLOWN_GRAD x its median level
+    before them: the update that came next made the weights non-finite."""
+    grads = [r.grad_norm for r in before if finite(r.grad_norm)]
+    if len(grads) < BLOWN_RECENT + 3:
+        return False
+    base = _median(grads[:-BLOWN_RECENT])  # type: ignore[arg-type]
+    return base > 0 and max(grads[-BLOWN_RECENT:]) >= BLOWN_GRAD * base  # type: ignore[type-var,operator]
 
 
 def exact_zero(t: MetricTracker, anomalies: list[Anomaly]) -> None:
@@ -45,6 +98,11 @@ def exact_zero(t: MetricTracker, anomalies: list[Anomaly]) -> None:
                 "grad_norm": fmt(grads[-1]) if grads else None}
         if len(grads) == len(run) and all(finite(g) and abs(g) > t.th.zero_grad for g in grads):  # type: ignore[arg-type]
             anomalies[idx] = Anomaly("zero_graded", "nan-loss", "error", a.line, a.last_line, run[0].step, len(run), base)
+        elif (grads and all(finite(g) and abs(g) <= t.th.zero_grad for g in grads)  # type: ignore[arg-type]
+              and len(before) >= MIN_BEFORE_MASKED and _blown(before)):
+            # the gradient exploded just before: the weights are NaN/inf and the filter prints 0 for both
+            base["grad_peak"] = fmt(max(r.grad_norm for r in before[-BLOWN_RECENT:] if finite(r.grad_norm)))  # type: ignore[type-var]
+            anomalies[idx] = Anomaly("zero_blown", "nan-loss", "error", a.line, a.last_line, run[0].step, len(run), base)
         elif (grads and all(finite(g) and abs(g) <= t.th.zero_grad for g in grads)  # type: ignore[arg-type]
               and len(before) >= MIN_BEFORE_MASKED and prev.loss >= DROP_FROM  # type: ignore[operator]
               and not (lrs and all(lr == 0 for lr in lrs))):
