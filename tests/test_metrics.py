@@ -877,3 +877,43 @@ def test_fast_fall_span_with_a_step_counter_that_restarts_each_epoch():
                    for v in ("1.42", "0.00322", "0.0011", "0.0004"))
     [a] = [a for a in D.detect(_tracker(text)) if a.kind == "fall"]
     assert a.numbers["unit"] == "records" and a.numbers["span"] == 1
+
+
+def _xla_reports(compiles: list[int], prefix: str = "") -> str:
+    """torch_xla metrics reports (metrics_report() printed each step), one per entry of `compiles`."""
+    out = []
+    for i, c in enumerate(compiles, 1):
+        out.append(f"{prefix}===>Starting Iteration: {i}")
+        out += [f"{prefix}Metric: CompileTime", f"{prefix}  TotalSamples: {c}", f"{prefix}  Accumulator: {c * 29}s",
+                f"{prefix}Counter: CachedCompile", f"{prefix}  Value: {i - 1 if c < 4 else 0}",
+                f"{prefix}Counter: MarkStep", f"{prefix}  Value: {i}",
+                f"{prefix}Counter: UncachedCompile", f"{prefix}  Value: {c}",
+                f"{prefix}epoch 001: {i} / 14074 loss={16 - 0.2 * i:.3f}, wps=131, num_updates={i}"]
+    return "\n".join(out) + "\n"
+
+
+def test_xla_compiles_growing_with_every_step_is_a_throughput_error(tmp_path):
+    """metric-xla-recompiling: UncachedCompile grows by one at every step after the first report (the
+    step graph changes each step, pytorch/xla#3356): a throughput-low error with the counts. A healthy run
+    compiles its graphs in the first steps and then only hits the cache: nothing."""
+    import llmtriage
+
+    bad, good = tmp_path / "bad.log", tmp_path / "good.log"
+    bad.write_text(_xla_reports(list(range(1, 13)), prefix="[rank0]: "))
+    good.write_text(_xla_reports([2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4]))
+    [f] = [f for f in llmtriage.analyze(str(bad)).findings if f.rule_id == "metric-xla-recompiling"]
+    assert (f.category, f.severity) == ("throughput-low", "error")
+    assert f.captures["compiles_new"] == "10" and f.captures["steps"] == "10" and f.captures["counter"] == "UncachedCompile"
+    assert not [g for g in llmtriage.analyze(str(good)).findings if g.rule_id == "metric-xla-recompiling"]
+
+
+def test_xla_compile_counter_split_across_blocks_is_read_once():
+    """The counter's name on the last line of one block and its value on the first line of the next are
+    read as one pair (the name line is carried), and no pair is counted twice."""
+    from llmtriage.detect.xla_compile import XlaCompileTracker
+
+    t = XlaCompileTracker()
+    t.feed(b"Metric: CompileTime\n  TotalSamples: 3\nCounter: UncachedCompile\n", 0)
+    t.feed(b"  Value: 3\nCounter: MarkStep\n  Value: 1\n", 3)
+    assert t.reports == [[0, 3, 3, 1]]
+    assert t.detect() == []

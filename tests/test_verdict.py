@@ -935,3 +935,17 @@ def test_a_build_tools_exit_status_is_not_the_jobs_death():
     rep = run(log)
     assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "exception"
     assert errors(rep)[0].rule_id == "nvcc-toolkit-too-old"
+
+
+def test_an_apps_failed_run_summary_is_not_a_finish():
+    """ACE-Step's UI logs "❌ Training completed! Total time: 16s" after "Training failed: MPS backend out of
+    memory": a summary of a failed run, not a normal finish, so the OOM stays the error. A plain
+    "Training completed" line after the same steps still finishes the run and demotes a survived signature."""
+    oom = ("RuntimeError: MPS backend out of memory (MPS allocated: 45.18 GiB, other allocations: 719.81 MiB, max allowed: "
+           "45.90 GiB). Tried to allocate 23.44 MiB on private pool.\n")
+    failed = oom + ("2026-02-07 19:33:57.629 | INFO | handlers:start_training:642 - [16s] Step 0: ❌ Training failed: MPS backend out of memory\n"
+                    "2026-02-07 19:33:57.658 | INFO | handlers:start_training:668 - ❌ Training completed! Total time: 16s\n")
+    rep = run(failed)
+    assert rep.extra["status"] != "finished"
+    assert errors(rep)[0].category == "cuda-oom"
+    assert run(TRAIN_HEAD + "Training completed. Total time: 3h 12m\n").extra["status"] == "finished"

@@ -25,11 +25,13 @@ class TrainingObserver:
         from llmtriage.detect.metrics import MetricTracker   # deferred: each detector loads when a scan first asks for it
         from llmtriage.detect.phase import PhaseTracker   # deferred: as above
         from llmtriage.detect.throughput import ThroughputTracker   # deferred: as above
+        from llmtriage.detect.xla_compile import XlaCompileTracker   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
         self.phase = PhaseTracker()
         self.throughput = ThroughputTracker()
+        self.xla = XlaCompileTracker()
         self._ends_nl = True
         self._feed_metrics = self.metrics.feed_block
         self._feed_phase = self.phase.feed
@@ -39,6 +41,7 @@ class TrainingObserver:
         self._feed_metrics(lines, view, line_base)
         self._feed_phase(lines, view, line_base)
         self.throughput.feed(lines, view, line_base)
+        self.xla.feed(lines, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
@@ -62,6 +65,7 @@ class TrainingObserver:
         anomalies += first_update_jump(self.metrics, anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
+        anomalies += self.xla.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
