@@ -31,6 +31,8 @@ class TrainingObserver:
         self.phase = PhaseTracker()
         self.throughput = ThroughputTracker()
         self._ends_nl = True
+        from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
+        self.untrained = UntrainedStart()
         self._feed_metrics = self.metrics.feed_block
         self._feed_phase = self.phase.feed
 
@@ -39,6 +41,7 @@ class TrainingObserver:
         self._feed_metrics(lines, view, line_base)
         self._feed_phase(lines, view, line_base)
         self.throughput.feed(lines, view, line_base)
+        self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
@@ -63,6 +66,9 @@ class TrainingObserver:
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         findings.extend(to_findings(anomalies, findings, self.lang))
+        untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
+        if untrained is not None:
+            findings.append(untrained)
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()
