@@ -267,9 +267,10 @@ def test_detector_texts_are_complete():
     from llmtriage.detect.metric_findings import detector_texts
 
     texts = detector_texts()
-    # collective_hang: detect/threaddump; hung_until_killed: detect/hung; memory_at_limit: detect/accounting
+    # collective_hang: detect/threaddump; hung_until_killed: detect/hung; memory_at_limit: detect/accounting;
+    # untrained_start: detect/untrained
     verdict_ids = {"collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
-                   "memory_at_limit": "verdict-memory-at-limit"}
+                   "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained"}
     assert set(texts) == set(RULE_IDS) | set(verdict_ids)
     for kind, entry in texts.items():
         assert entry["rule_id"] == RULE_IDS.get(kind) or entry["rule_id"] == verdict_ids[kind]
@@ -917,3 +918,22 @@ def test_xla_compile_counter_split_across_blocks_is_read_once():
     t.feed(b"  Value: 3\nCounter: MarkStep\n  Value: 1\n", 3)
     assert t.reports == [[0, 3, 3, 1]]
     assert t.detect() == []
+def test_a_fine_tune_starting_at_the_untrained_loss_did_not_load_its_weights():
+    """First loss ~ ln(vocab) in a run that loads pretrained weights: the weights being trained are fresh
+    (metric-loss-starts-untrained, state-dict-keys). Pre-training from scratch (no load) and a fine-tune that
+    starts low are left alone."""
+    import llmtriage
+
+    head = ("+ torchrun -m torchtitan.train --checkpoint.initial_load_path=/models/Llama-3.1-8B --checkpoint.initial_load_in_hf\n"
+            "[titan] INFO - Building llama3 8B with TransformerModelArgs(dim=4096, n_layers=32, vocab_size=128256, max_seq_len=8192)\n")
+    steps = "".join(f"[titan] INFO - step: {s}  loss: {loss:.5f}  grad_norm: 2.1000  memory: 58.12GiB(73.48%)\n"
+                    for s, loss in [(1, 11.98), (2, 11.41), (3, 10.87), (4, 10.20), (5, 9.71), (10, 8.90)])
+    rep = llmtriage.analyze(head + steps)
+    top = [f for f in rep.findings if f.severity == "error"]
+    assert top and top[0].rule_id == "metric-loss-starts-untrained" and top[0].category == "state-dict-keys"
+    assert top[0].captures["vocab"] == "128256" and top[0].line == 3
+    scratch = llmtriage.analyze(head.replace("--checkpoint.initial_load_path=/models/Llama-3.1-8B --checkpoint.initial_load_in_hf", "") + steps)
+    assert not any(f.rule_id == "metric-loss-starts-untrained" for f in scratch.findings)
+    loaded = llmtriage.analyze(head + steps.replace("11.98", "2.41").replace("11.41", "2.30").replace("10.87", "2.25")
+                               .replace("10.20", "2.20").replace("9.71", "2.15").replace("8.90", "2.10"))
+    assert not any(f.rule_id == "metric-loss-starts-untrained" for f in loaded.findings)

@@ -949,3 +949,25 @@ def test_an_apps_failed_run_summary_is_not_a_finish():
     assert rep.extra["status"] != "finished"
     assert errors(rep)[0].category == "cuda-oom"
     assert run(TRAIN_HEAD + "Training completed. Total time: 3h 12m\n").extra["status"] == "finished"
+def test_a_stop_the_job_came_back_from_yields_to_the_later_failure():
+    """A Slurm stop, then the requeued job resumes from its checkpoint and dies of its own error: that error
+    is the root cause, the stop is history (and no cue for the error's family). Without the resume line
+    the stop stays."""
+    stop = ("slurmstepd: error: *** JOB 7310 ON gpu-b03 CANCELLED AT 2026-05-14T03:02:31 DUE TO PREEMPTION ***\n"
+            "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n")
+    again = ("+ srun torchrun --nnodes=2 --nproc_per_node=4 train.py --resume auto\n"
+             "[2026-05-14 03:19:53] INFO trainer: world_size=8, building model\n"
+             "[2026-05-14 03:19:54] INFO trainer: auto-resume from /scratch/ckpt/run3/step_1000\n")
+    crash = ("Traceback (most recent call last):\n"
+             '  File "/work/train.py", line 121, in main\n'
+             "    start = ckpt.load(model, optimizer)\n"
+             "ValueError: optimizer state has 3 param groups, the model builds 2\n")
+    rep = run(TRAIN_HEAD + stop + again + crash)
+    assert rep.extra["status"] == "crashed"
+    stopped = [f for f in rep.findings if f.category == "scheduler-kill"]
+    assert stopped and stopped[0].severity == "warning"
+    assert stopped[0].judgement["context"] == "requeued-then-failed"
+    assert errors(rep)[0].category != "scheduler-kill"
+    plain = run(TRAIN_HEAD + stop + crash.replace("start = ckpt.load", "start = load"))
+    assert plain.extra["death"]["name"] == "slurm-end" and errors(plain)[0].category == "scheduler-kill"
+    assert not any(f.judgement for f in plain.findings)

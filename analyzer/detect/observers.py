@@ -33,6 +33,8 @@ class TrainingObserver:
         self.throughput = ThroughputTracker()
         self.xla = XlaCompileTracker()
         self._ends_nl = True
+        from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
+        self.untrained = UntrainedStart()
         self._feed_metrics = self.metrics.feed_block
         self._feed_phase = self.phase.feed
 
@@ -42,6 +44,7 @@ class TrainingObserver:
         self._feed_phase(lines, view, line_base)
         self.throughput.feed(lines, view, line_base)
         self.xla.feed(lines, line_base)
+        self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
@@ -67,6 +70,9 @@ class TrainingObserver:
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += self.xla.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))
+        untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
+        if untrained is not None:
+            findings.append(untrained)
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()

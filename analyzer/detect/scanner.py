@@ -213,10 +213,12 @@ class Scanner:
         is reported as above", a C++ terminate whose what() follows)."""
         spec = verdict_spec()["unknown"]["family"]
         want, keep = int(spec["context_lines"]), int(spec["context_keep"])
+        # (not before the job's last restart from its checkpoint: that is an earlier run's output)
+        start = max([line - want, *(h[0] for h in self.hits.get("resume", ()) if h[0] < line)])
         rows: list[bytes] = []
         prev = b""
         for n, raw in self._rows():
-            if line - want <= n <= line + after and n != line and not _FRAME.search(prev):
+            if start <= n <= line + after and n != line and not _FRAME.search(prev):
                 rows.append(_shown(raw))     # (not the source line under a frame: that is code, not a message)
             prev = raw
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]

@@ -134,7 +134,7 @@ def _demote(f: Finding, severity: str, reason: str, ctx: str) -> None:
 
 
 def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: str,
-                     death_line: Optional[int] = None) -> bool:
+                     death_line: Optional[int] = None, raised: tuple[int, ...] = ()) -> bool:
     if ctx.get("categories") and f.category not in ctx["categories"]:
         return False
     if f.category in ctx.get("except_categories", ()):
@@ -150,8 +150,12 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
     if ctx.get("after") == "progress":      # progress is kept as its last line only
         if scanner.last_progress <= (f.last_line or f.line):
             return False
-    elif ctx.get("after") and not any(h[0] > (f.last_line or f.line) for h in scanner.hits.get(ctx["after"], ())):
-        return False
+    elif ctx.get("after"):
+        marks = [h[0] for h in scanner.hits.get(ctx["after"], ()) if h[0] > (f.last_line or f.line)]
+        # then_died: the job died again after it (a death marker or an exception, `raised`: their lines)
+        if not marks or (ctx.get("then_died") and not any(
+                x > min(marks) for x in (*raised, *(h[0] for h in scanner.hits.get("death", ()))))):
+            return False
     if ctx.get("near"):
         win = verdict_spec()["recovery_window"]
         last = f.last_line or f.line
@@ -169,7 +173,7 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
 
 
 def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, finish: Optional[dict[str, Any]],
-                    lang: Optional[str], death_line: Optional[int] = None) -> None:
+                    lang: Optional[str], death_line: Optional[int] = None, raised: tuple[int, ...] = ()) -> None:
     spec = verdict_spec()
     for f in findings:
         if f.severity != "error" or f.rule_id.startswith("metric-") or f.rule_id == "unknown":
@@ -180,7 +184,7 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
             later_death = next((g.line for g in findings if g is not f and g.severity == "error" and g.line > last
                                 and g.rule_id != f.rule_id), None)
         for ctx in spec["contexts"]:
-            if _context_applies(ctx, f, scanner, status, later_death):
+            if _context_applies(ctx, f, scanner, status, later_death, raised):
                 _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
                 break
         if (f.severity == "error" and status == "finished" and finish is not None
@@ -322,7 +326,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                     verdict_spec().get("wrapped_message"), report.unless_rules)
     weak = status == "finished" and evidence is not None and evidence["name"] in verdict_spec().get("weak_finish", ())
     _judge_fatality(findings, scanner, status, evidence if status == "finished" and not weak else None, lang,
-                    evidence["line"] if status == "crashed" and evidence else None)
+                    evidence["line"] if status == "crashed" and evidence else None, tuple(e.line for e in exceptions))
     corroborate(findings, lang)
     explain_metric(findings, lang)
     _settled(findings, scanner, lang)
