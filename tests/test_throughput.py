@@ -329,3 +329,15 @@ def test_torchtune_tokens_per_second_per_gpu_is_a_rate_series():
                    f"peak_memory_active:11.4 peak_memory_alloc:11.4 peak_memory_reserved:21.9 \n" for i in range(1, 60))
     t, [a] = _run(text)
     assert "rate" in t.steps and a.numbers.get("rate_from") and float(a.numbers["rise"]) >= 2.0
+
+
+def test_per_epoch_bars_that_end_at_the_same_count_are_one_sample_each():
+    """Lightning draws one bar per epoch ("Epoch 7: 100%| 469/469 [..., 31.2it/s, ...]"): every epoch ends at
+    the same count, and each is a new bar (its label differs), so a rate that falls epoch after epoch is seen."""
+    rates = [48.7 - 1.5 * e for e in range(26)]           # 48.7 -> 11.2 it/s
+    text = "".join(f"Epoch {e}: 100%|##########| 469/469 [00:{9 + e:02d}<00:00, {r:.2f}it/s, v_num=7, train_loss_step=1.9]\n"
+                   f"Epoch {e}, global step {469 * (e + 1)}: 'val_acc' reached 0.{10 + e} (best 0.{10 + e})\n"
+                   for e, r in enumerate(rates))
+    t, found = _run(text)
+    assert t.steps["bar/469"].n >= 12      # (a block dense with bars is sampled evenly)
+    assert [a.category for a in found] == ["throughput-low"]

@@ -154,7 +154,7 @@ class ThroughputTracker:
         self.last_entry_line = 0
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
         self._snap_line = -10
-        self._last_bar: dict[tuple[int, int], int] = {}
+        self._last_bar: dict[tuple[int, int], tuple[int, str]] = {}
         self.finished_line = 0
         self.stop: Optional[tuple[str, int]] = None
         self.eager = False
@@ -254,11 +254,11 @@ class ThroughputTracker:
             if kind != "training" or sec is None:
                 return
             n, total = int(m.group(2)), int(m.group(3))
-            if n < 2 or self._last_bar.get((total, 0)) == n:
+            if n < 2 or self._last_bar.get((total, 0)) == (n, label):
                 return      # the first steps include start-up; a redraw of the same step adds nothing
-            if len(self._last_bar) > 256:
+            if len(self._last_bar) > 256:    # (a per-epoch bar, "Epoch 3: 469/469", is a new bar at each epoch)
                 self._last_bar.clear()
-            self._last_bar[(total, 0)] = n
+            self._last_bar[(total, 0)] = (n, label)
             self._add(f"bar/{total}", line, sec)
             return
         for src, scale in (("meg", 1e-3), ("verl", 1.0), ("stept", 1.0)):
