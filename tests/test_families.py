@@ -229,6 +229,10 @@ def _raised_in(headline: str, *files: str) -> str:
     ("RuntimeError", "Boolean value of Tensor with more than one value is ambiguous",
      ["/ws/xtuner/xtuner/model/modules/dispatch/internlm2.py",
       "/root/.cache/huggingface/modules/transformers_modules/internlm2-chat-7b/modeling_internlm2.py"], "dependency-mismatch"),
+    # a dtype table of the kernel path picked for an Ada GPU has no entry for DeepSeek-V4's E8M0 scales
+    ("KeyError", "'float8_e8m0fnu'", ["/py/site-packages/vllm/model_executor/layers/deepseek_v4_attention.py"],
+     "cuda-version-mismatch"),
+    ("KeyError", "'fp8e4nv'", ["/py/site-packages/sglang/srt/layers/quantization/fp8_kernel.py"], "cuda-version-mismatch"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -302,3 +306,15 @@ def test_the_source_line_under_a_frame_is_code_not_context():
     text = Path(__file__).with_name("data").joinpath("family_code_line.log").read_text(encoding="utf-8")
     _, f = _top(text)
     assert f is not None and f.rule_id == "unknown" and f.category == "unknown"
+
+
+def test_a_low_precision_format_is_an_arch_gap_only_as_a_missing_table_entry():
+    from llmtriage.detect.family import shape_cues
+    fams = lambda t, m: [s[0] for s in shape_cues(t, m, [])]
+    # a torch too old to know the dtype is an attribute the torch module lacks: two releases
+    assert "cuda-version-mismatch" not in fams("AttributeError", "module 'torch' has no attribute 'float8_e8m0fnu'")
+    # safetensors' own dtype names and a plain config key are not low-precision format names
+    assert fams("KeyError", "'F8_E4M3'") == [] and fams("KeyError", "'fp8'") == []
+    _, top = _top(_raised_in("KeyError: 'float8_e8m0fnu'", "/py/site-packages/vllm/v1/worker/gpu_model_runner.py"))
+    assert (top.rule_id, top.category) == ("unknown", "cuda-version-mismatch")
+    assert "KeyError on a low-precision number format" in top.captures["family_words"]
