@@ -233,6 +233,11 @@ def _raised_in(headline: str, *files: str) -> str:
     ("KeyError", "'float8_e8m0fnu'", ["/py/site-packages/vllm/model_executor/layers/deepseek_v4_attention.py"],
      "cuda-version-mismatch"),
     ("KeyError", "'fp8e4nv'", ["/py/site-packages/sglang/srt/layers/quantization/fp8_kernel.py"], "cuda-version-mismatch"),
+    # a ShareGPT row whose role tag the configured format does not know, read by the framework's converter
+    ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py"], "data-corrupt"),
+    # ... or re-raised from a datasets.map worker process (num_proc > 1)
+    ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py", "/py/site-packages/datasets/arrow_dataset.py",
+                            "/py/site-packages/datasets/utils/py_utils.py", "/py/site-packages/multiprocess/pool.py"], "data-corrupt"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
