@@ -141,13 +141,17 @@ def test_a_nan_grad_norm_now_and_then_with_every_later_loss_finite_is_a_skipped_
     assert [f for f in last_bad.findings if f.severity == "error" and f.category == "nan-loss"]
 
 
-def test_a_loss_of_exactly_zero_from_the_first_record_is_a_hidden_nan():
+def test_a_loss_of_exactly_zero_from_the_first_record_is_a_hidden_nan_in_fp16():
     log = "".join(f"{{'loss': 0.0, 'learning_rate': {5e-5 - i * 1e-7:.4e}, 'epoch': {0.01 * (i + 1):.2f}}}\n" for i in range(12))
-    top = [f for f in _rep(log).findings if f.severity == "error"][0]
+    top = [f for f in _rep("$ torchrun train.py --fp16 True\n" + log).findings if f.severity == "error"][0]
     assert (top.rule_id, top.category) == ("metric-loss-zero-from-start", "nan-loss")
+    # without fp16 in the log the loss averages over no label token (metric_zero.nan_hidden)
+    top = [f for f in _rep(log).findings if f.severity == "error"][0]
+    assert (top.rule_id, top.category) == ("metric-loss-zero-no-label-token", "no-grad")
     # with a zero gradient norm beside it nothing is supervised: not this detector
     zero_grad = log.replace("'loss': 0.0,", "'loss': 0.0, 'grad_norm': 0.0,")
-    assert not [f for f in _rep(zero_grad).findings if f.rule_id == "metric-loss-zero-from-start"]
+    assert not [f for f in _rep(zero_grad).findings if f.rule_id in ("metric-loss-zero-from-start",
+                                                                      "metric-loss-zero-no-label-token")]
 
 
 def test_megatron_lines_that_drop_the_loss_and_print_grad_norm_nan_are_nan_records():
