@@ -13,7 +13,7 @@ at 0, and a loss still falling while the learning rate reads 0.
 """
 from __future__ import annotations
 
-from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import MetricTracker, finite
 
 # the zero-learning-rate tail must cover at least this share of the records that log a learning rate
@@ -21,11 +21,6 @@ TAIL_SHARE = 1 / 3
 # ... and the loss over it must not improve: the median of its last third stays above this x its first third's
 NO_GAIN = 0.97
 
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def lr_dead(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:

@@ -30,7 +30,7 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spans
-from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
 
@@ -136,11 +136,6 @@ class Series:
     def values(self) -> list[tuple[int, float]]:
         return self.head + list(self.tail)
 
-
-def _median(xs: list[float]) -> float:
-    d = sorted(xs)
-    n = len(d)
-    return d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
 
 
 class ThroughputTracker:

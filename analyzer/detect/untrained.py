@@ -22,6 +22,8 @@ from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
 
+HEAD_BYTES = 4 << 20    # the load and vocabulary lines come before training (as metrics.Thresholds.context_bytes)
+
 
 class UntrainedStart:
     """Collects the cues (a pretrained load, the vocabulary size) from the blocks until both are seen."""
@@ -32,14 +34,16 @@ class UntrainedStart:
         self._vocab: Any = None
         self.load_line: Optional[int] = None
         self.vocab: Optional[int] = None
+        self._seen = 0      # bytes looked at: the cues are start-up lines, read only in the log's head
 
     def feed(self, view: bytes, line_base: int) -> None:
         if self.spec is None:
             self.spec = verdict_spec().get("untrained_start") or {}
             if self.spec:
                 self._loads, self._vocab = re.compile(self.spec["loads"].encode()), re.compile(self.spec["vocab"].encode())
-        if self._loads is None or (self.load_line is not None and self.vocab is not None):
+        if self._loads is None or (self.load_line is not None and self.vocab is not None) or self._seen > HEAD_BYTES:
             return
+        self._seen += len(view)
         if self.load_line is None:
             m = self._loads.search(view)
             if m:
