@@ -341,3 +341,65 @@ def test_per_epoch_bars_that_end_at_the_same_count_are_one_sample_each():
     t, found = _run(text)
     assert t.steps["bar/469"].n >= 12      # (a block dense with bars is sampled evenly)
     assert [a.category for a in found] == ["throughput-low"]
+
+
+def _dmon(sm_rows, gpus=1, header="# gpu    sm   mem   enc   dec    fb  bar1\n# Idx     %     %     %     %    MB    MB\n"):
+    rows = "".join(f"{g:5d} {sm:4d}   40     0     0 41887     5\n" for sm in sm_rows for g in range(gpus))
+    return header + rows
+
+
+def test_nvidia_smi_dmon_rows_are_snapshots_grouped_by_interval():
+    """`nvidia-smi dmon` prints a header naming its columns, then one row per GPU per interval: the `sm`
+    column is read (any -s selection), a new snapshot starts when the GPU index does not increase, and
+    the framebuffer column is memory used."""
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    # a busy burst then the GPU waiting several seconds, over and over: the input pipeline starves it
+    t, [a] = _run(rec + _dmon([99, 100, 4, 0, 0, 1, 0, 97, 100, 3, 0, 0, 2, 0]) + rec, train_start=1)
+    assert len(t.snaps) == 14 and t.snaps[0] == [(99, 41887, None, 4)]
+    assert a.severity == "error" and a.numbers["idle"] == 10 and a.numbers.get("pipeline")
+    # two GPUs: one snapshot per interval, two rows each
+    t, _ = _run(rec + _dmon([95, 96, 97], gpus=2) + rec, train_start=1)
+    assert [len(s) for s in t.snaps] == [2, 2, 2]
+    assert _run(rec + _dmon([95, 96, 97, 99, 94], gpus=2) + rec, train_start=1)[1] == []   # busy: nothing
+    # the -o DT layout (date and time columns first) and a selection without `fb`
+    dt = "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem\n#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %\n"
+    rows = "".join(f"20250301    10:00:{i:02d}      0     75     45      -      {sm}     40\n" for i, sm in enumerate([0, 0, 0, 98]))
+    t, [a] = _run(rec + dt + rows + rec, train_start=1)
+    assert [s[0][0] for s in t.snaps] == [0, 0, 0, 98] and t.snaps[0][0][1] is None and a.numbers["idle"] == 3
+    # a header without an sm column, or a table before training started, reads as nothing
+    assert _run(rec + "# gpu   pwr  gtemp\n# Idx     W      C\n    0    75     45\n" + rec, train_start=1)[0].snaps == []
+    assert _run(_dmon([0, 0, 0, 0]) + rec, train_start=20)[1] == []
+
+
+def test_every_gpu_at_low_utilisation_for_most_snapshots_is_an_error():
+    """Step after step every GPU at 12-21%: not idle, but starved (bandwidth-bound quantised kernels, a CPU-bound
+    loader): most of at least four snapshots at or below low_util is an error; a minority is nothing."""
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    _, [a] = _run(rec + _dmon([17, 15, 21, 20, 17, 21, 16, 13], gpus=2) + rec, train_start=1)
+    assert a.severity == "error" and a.numbers["low"] == 8 and a.numbers["low_util"] == "30" and "idle" not in a.numbers
+    assert _run(rec + _dmon([17, 85, 90, 88, 21, 93], gpus=1) + rec, train_start=1)[1] == []
+    assert _run(rec + _dmon([17, 18, 21], gpus=1) + rec, train_start=1)[1] == []          # too few to judge
+
+
+def test_single_request_decode_rates_from_llama_cpp_ollama_fastchat_and_tgi():
+    """One request's generation rate printed by llama.cpp, Ollama --verbose, FastChat's CLI and TGI's router;
+    below 1 token/s more than once is an error (no GPU decodes an LLM that slowly), below 5 a warning, and
+    prompt processing lines are not decoding."""
+    llama = "".join(f"prompt eval time =     140.25 ms /    12 tokens (   11.69 ms per token,     0.10 tokens per second)\n"
+                    f"       eval time =   {1000 / r * 64:.2f} ms /    64 tokens (  {1000 / r:.2f} ms per token,  {r:6.2f} tokens per second)\n"
+                    for r in (0.6, 0.5, 0.7))
+    t, [a] = _run(llama, train_start=None)
+    assert a.severity == "error" and a.numbers["decode"] == "0.6" and [x for x, _ in t.decode] == [0.6, 0.5, 0.7]
+    ollama = "prompt eval rate:     0.80 tokens/s\neval count:           212 token(s)\neval rate:            3.10 tokens/s\n" * 2
+    _, [a] = _run(ollama, train_start=None)
+    assert a.severity == "warning" and a.numbers["decode"] == "3.1"
+    fastchat = "".join(f"{{'conv_template': 'vicuna_v1.1', 'outputs': '...', 'speed (token/s)': {r}}}\n" for r in (0.21, 0.34))
+    assert _run(fastchat, train_start=None)[1][0].severity == "error"
+    tgi = 'INFO generate{parameters=..} text_generation_router::server: Success total_time="9.1s" time_per_token="1.5s"\n' * 2
+    assert _run(tgi, train_start=None)[1][0].numbers["decode"] == "0.6667"
+    assert _run(tgi.replace('"1.5s"', '"25.3ms"'), train_start=None)[1] == []     # ~40 tokens/s
+    assert _run(llama.replace("  0.", " 40.").replace(" 0.", " 4"), train_start=None)[1] == []
+    # requests running and nothing decoded is a stalled engine (a collective hung): not called slowness
+    stalled = "".join(f"INFO 11-04 14:43:{i:02d} [loggers.py:127] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
+                      f"tokens/s, Running: 212 reqs, Waiting: 0 reqs\n" for i in range(4))
+    assert _run(stalled, train_start=None)[1][0].severity == "warning"

@@ -10,6 +10,9 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
+  nvidia-smi dmon   its `sm` column, rows grouped per interval (throughput_sources.py)
+  one request       llama.cpp `eval time = ... tokens per second)`, Ollama `eval rate:`, FastChat `'speed (token/s)'`,
+                    TGI `time_per_token="..."` (throughput_sources.py)
   npu-smi           chip rows `| 0  | 0000:C1:00.0  | 0   0    / 0   19120/ 65536  |` (AICore %, HBM MB)
 Context: the end of training (`train_runtime`), a stop from outside while running (Slurm
 `DUE TO TIME LIMIT`, `^C`, `KeyboardInterrupt`), `--enforce-eager`.
@@ -20,7 +23,8 @@ below capacity, generation dominating RL steps, checkpoint saves taking a large 
 slow decode per running request. One finding
 gathers them. Severity (docs/METRICS.md, "When a slowdown is an error"): a warning, because the job
 did not fail; an error when the job was stopped from outside (time limit, interrupt) while slow, or
-when most snapshots taken during training show the GPUs idle (the job makes almost no use of them).
+when most snapshots taken during training show the GPUs idle (the job makes almost no use of them) or
+every GPU at low utilisation, or when one request decodes below 1 token/s.
 """
 from __future__ import annotations
 
@@ -33,18 +37,19 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
+from llmtriage.detect.throughput_sources import DECODE_SRC, Series, dmon_snapshots, decode_rate, secs
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
 _BAR_ENDS = (b"s/it,", b"s/it]", b"it/s,", b"it/s]")
-HEAD, TAIL = 256, 512
+TAIL = 512
 
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]")
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
-             rb"train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
+             rb"(?m:^#\s*(?:Date\s+Time\s+)?gpu\s)|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
@@ -96,7 +101,7 @@ class _Rx(Lazy):
         # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
         return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"0000:", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
                                                              rb"KeyboardInterrupt", rb"enforce.eager", rb"aving",
-                                                             rb"Running training"))]
+                                                             rb"Running training", rb"# gpu", rb"#Date"))]
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
@@ -105,37 +110,6 @@ class _Rx(Lazy):
 
 
 _RX = _Rx()
-
-
-def _secs(clock: bytes) -> Optional[float]:
-    try:
-        parts = [int(x) for x in clock.split(b":")]
-    except ValueError:
-        return None
-    s = 0
-    for p in parts:
-        s = s * 60 + p
-    return float(s)
-
-
-class Series:
-    """A bounded series of (line, value): the first HEAD and the last TAIL values, and a count."""
-
-    def __init__(self) -> None:
-        self.head: list[tuple[int, float]] = []
-        self.tail: deque[tuple[int, float]] = deque(maxlen=TAIL)
-        self.n = 0
-
-    def add(self, line: int, v: float) -> None:
-        self.n += 1
-        if len(self.head) < HEAD:
-            self.head.append((line, v))
-        else:
-            self.tail.append((line, v))
-
-    def values(self) -> list[tuple[int, float]]:
-        return self.head + list(self.tail)
-
 
 
 class ThroughputTracker:
@@ -195,10 +169,20 @@ class ThroughputTracker:
             nl += lines.count(b"\n", counted, ls)
             counted = ls
             self.entries += 1
+            if key.startswith(b"#"):        # an nvidia-smi dmon table: its rows follow the header
+                self._add_snaps(dmon_snapshots(view, ls, line_base + nl))
+                continue
             try:
                 self._line(P, view[ls:le if le >= 0 else len(view)], key, line_base + nl)
             except ValueError:      # a number the patterns admit but float() does not (".812.4"): no sample
                 pass
+
+    def _add_snaps(self, snaps: list[list[tuple[int, Optional[int], Optional[int], int]]]) -> None:
+        for snap in snaps:
+            if len(self.snaps) <= 256:
+                self.snaps.append(snap)
+        if snaps:
+            self._snap_line = snaps[-1][-1][3] + 10     # (a later table row is not a separate snapshot's start)
 
     def _add(self, source: str, line: int, v: float) -> None:
         s = self.steps.get(source)
@@ -239,7 +223,7 @@ class ThroughputTracker:
             rate = float(m.group(6))
             sec = rate if m.group(7) == b"s/it" else (1.0 / rate if rate else None)
             if b"Processed prompts" in seg or b"generat" in seg.lower():
-                el = _secs(m.group(4))
+                el = secs(m.group(4))
                 if m.group(2) == m.group(3) and el:
                     self.gen.append(el)
                 return
@@ -290,6 +274,11 @@ class ThroughputTracker:
             if running and prompt == 0:
                 self.decode.append((gen / running, running))
                 self.decode_lines = (self.decode_lines[0] or line, line)
+            return
+        r = decode_rate(seg)
+        if r is not None:           # one request's rate (llama.cpp, Ollama, FastChat, TGI)
+            self.decode.append((r, 1))
+            self.decode_lines = (self.decode_lines[0] or line, line)
             return
         m = P["sgl"].search(seg)
         if m:
@@ -387,6 +376,12 @@ class ThroughputTracker:
                         idle_util=f"{th.idle_util:g}")
             first_line = first_line or idle[0][0][3]
             last_line = max(last_line, idle[-1][-1][3])
+        elif len(snaps) >= 4 and sum(all(r[0] <= th.low_util for r in s) for s in snaps) >= th.low_share * len(snaps):
+            # every GPU busy only a small share of the time, snapshot after snapshot: starved, not idle
+            low = [s for s in snaps if all(r[0] <= th.low_util for r in s)]
+            nums.update(low=len(low), snaps=len(snaps), low_util=f"{th.low_util:g}")
+            first_line = first_line or low[0][0][3]
+            last_line = max(last_line, low[-1][-1][3])
         elif idle and len(snaps) >= 3:
             # busy snapshots with idle ones in between: utilisation drops to 0% periodically (input pipeline)
             nums.update(pipeline=True, idle_some=len(idle), snaps=len(snaps))
@@ -425,7 +420,10 @@ class ThroughputTracker:
             return []
         if self.eager:
             nums["eager"] = True
-        idle_err = "idle" in nums
+        idle_err = "idle" in nums or "low" in nums
+        # decoding slower than any GPU or NPU decodes an LLM, read more than once: the service is unusable
+        # (0 tokens/s with requests running is a stall, not slowness: what hung the engine is the cause)
+        crawl = "decode" in nums and len(self.decode) >= 2 and 0 < _median([x for x, _ in self.decode]) < th.decode_error
         if self.stop is not None:
             nums["stop"] = self.stop[0]
             last_line = max(last_line, self.stop[1])
@@ -435,7 +433,7 @@ class ThroughputTracker:
         elif idle_err:
             nums["pipeline"] = True
         # a strong slowdown in a run that did not finish: the job is degrading as the log ends
-        sev = "error" if (idle_err or self.stop is not None or (strong and not self.finished_line)) else "warning"
+        sev = "error" if (idle_err or crawl or self.stop is not None or (strong and not self.finished_line)) else "warning"
         line = first_line or last_line or self.last_entry_line or 1    # (a generation share has no line of its own)
         # stopped from outside while slow: the slowdown explains why the time ran out, so it ranks above
         # the scheduler's cancellation (priority 22) but below signature causes

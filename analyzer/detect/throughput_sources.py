@@ -1,0 +1,108 @@
+"""Sources of the throughput detector (throughput.py) that are parsed on their own: bounded series,
+`nvidia-smi dmon` tables, and per-request decode rates printed by single-request servers and CLIs.
+
+  nvidia-smi dmon   a header `# gpu   pwr gtemp ...  sm   mem ...` (any `-s` selection, `-o DT` adds date and
+                    time columns), then one row of numbers per GPU per interval; the `sm` column is the share
+                    of time a kernel ran. Rows are grouped into snapshots: a new one starts when the GPU
+                    index does not increase.
+  decode rates      llama.cpp `eval time = ... ( 24.80 ms per token,  40.32 tokens per second)` (not its
+                    `prompt eval` line), Ollama `--verbose` `eval rate: 45.1 tokens/s` (not `prompt eval
+                    rate`), FastChat's CLI `'speed (token/s)': 0.21`, TGI's router `time_per_token="25.3ms"`.
+                    Each is one request's generation rate (tokens per second).
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Optional
+
+HEAD, TAIL = 256, 512
+DMON_ROWS = 512        # rows read after one dmon header
+
+_DMON_HEAD = re.compile(rb"^#\s*(?:Date\s+Time\s+)?gpu\s+([A-Za-z0-9 \t]+?)\s*$", re.M)
+_ROW = re.compile(rb"^\s*(?:[0-9]{8}\s+[0-9:]{8}\s+)?([0-9]+)((?:\s+(?:-|[0-9]+))+)\s*$")
+DECODE_SRC = rb"tokens per second\)|eval rate: |speed \(token/s\)|time_per_token=\x22"
+_DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+) tokens/s|['\x22]speed \(token/s\)['\x22]: ([0-9.]+)"""
+                     rb"""|time_per_token=\x22([0-9.]+)(ms|s|\xc2\xb5s|us)\x22)""")
+
+
+def secs(clock: bytes) -> Optional[float]:
+    """`1:02:03` -> 3723.0 (None when a part is not a number)."""
+    try:
+        parts = [int(x) for x in clock.split(b":")]
+    except ValueError:
+        return None
+    s = 0
+    for p in parts:
+        s = s * 60 + p
+    return float(s)
+
+
+class Series:
+    """A bounded series of (line, value): the first HEAD and the last TAIL values, and a count."""
+
+    def __init__(self) -> None:
+        self.head: list[tuple[int, float]] = []
+        self.tail: deque[tuple[int, float]] = deque(maxlen=TAIL)
+        self.n = 0
+
+    def add(self, line: int, v: float) -> None:
+        self.n += 1
+        if len(self.head) < HEAD:
+            self.head.append((line, v))
+        else:
+            self.tail.append((line, v))
+
+    def values(self) -> list[tuple[int, float]]:
+        return self.head + list(self.tail)
+
+
+def decode_rate(seg: bytes) -> Optional[float]:
+    """One request's generation rate in tokens/s read from a server's or CLI's timing line, or None
+    (a prompt-processing line, or no rate)."""
+    m = _DECODE.search(seg)
+    if m is None or b"prompt eval" in seg[:m.end()]:
+        return None
+    if m.group(4) is not None:
+        per = float(m.group(4)) * {b"ms": 1e-3, b"s": 1.0}.get(m.group(5), 1e-6)
+        return 1.0 / per if per > 0 else None
+    return float(m.group(1) or m.group(2) or m.group(3))
+
+
+def dmon_snapshots(view: bytes, start: int, line: int) -> list[list[tuple[int, Optional[int], Optional[int], int]]]:
+    """The snapshots of an `nvidia-smi dmon` table whose header starts at `view[start]` (on `line`):
+    [(sm %, framebuffer MB used or None, None, line)] per GPU, grouped by interval. Empty when the
+    header has no `sm` column."""
+    m = _DMON_HEAD.match(view, start)
+    if m is None:
+        return []
+    cols = m.group(1).split()
+    if b"sm" not in cols:
+        return []
+    sm, fb = cols.index(b"sm"), (cols.index(b"fb") if b"fb" in cols else None)
+    snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []
+    pos, ln, last_gpu, rows = m.end() + 1, line, None, 0
+    while pos < len(view) and rows < DMON_ROWS:
+        end = view.find(b"\n", pos)
+        end = len(view) if end < 0 else end
+        text = view[pos:end]
+        ln += 1
+        pos = end + 1
+        if text.lstrip().startswith(b"#"):
+            continue                        # the units line, or the header printed again
+        r = _ROW.match(text)
+        if r is None:
+            if text.strip():
+                break                       # the table ended
+            continue
+        vals = r.group(2).split()
+        if len(vals) != len(cols) or vals[sm] == b"-":
+            continue
+        gpu = int(r.group(1))
+        if last_gpu is None or gpu <= last_gpu:
+            snaps.append([])
+        last_gpu = gpu
+        used = int(vals[fb]) if fb is not None and vals[fb] != b"-" else None
+        snaps[-1].append((int(vals[sm]), used, None, ln))
+        rows += 1
+    return snaps
