@@ -937,3 +937,50 @@ def test_a_fine_tune_starting_at_the_untrained_loss_did_not_load_its_weights():
     loaded = llmtriage.analyze(head + steps.replace("11.98", "2.41").replace("11.41", "2.30").replace("10.87", "2.25")
                                .replace("10.20", "2.20").replace("9.71", "2.15").replace("8.90", "2.10"))
     assert not any(f.rule_id == "metric-loss-starts-untrained" for f in loaded.findings)
+
+
+def _breakdowns(steps: list[tuple[float, list[tuple[str, float]]]], prefix: str = "") -> str:
+    """NeMo-RL's per-step timing block: the step's wall time, then each timed phase with its share."""
+    out = []
+    for i, (total, parts) in enumerate(steps, 1):
+        out += [f"{prefix}========================= Step {i}/400 =========================", f"{prefix}📊 Training Results:",
+                f"{prefix}  • Loss: {0.6 - 0.01 * i:.4f}", f"{prefix}⏱️  Timing:", f"{prefix}  • Total step time: {total:.2f}s"]
+        out += [f"{prefix}  • {name}: {total * pct / 100:.2f}s ({pct:.1f}%)" for name, pct in parts]
+    return "\n".join(out) + "\n"
+
+
+def test_step_time_untimed_between_phases_is_a_throughput_finding(tmp_path):
+    """metric-step-time-untimed (NeMo-RL/RL#917): the breakdown times policy_training, yet the timed phases
+    cover only ~60% of each step: the GPUs wait between them, a throughput-low error. A GRPO breakdown whose
+    phases (nested timers counted once, by their `/total`) cover the step, and an SFT breakdown that times
+    only data_processing (its untimed share says nothing), give nothing."""
+    import llmtriage
+
+    idle, grpo, old = tmp_path / "idle.log", tmp_path / "grpo.log", tmp_path / "old.log"
+    idle.write_text(_breakdowns([(58.2, [("policy_training", 71.9), ("data_processing", 0.2)])]
+                                + [(33.0 + i, [("policy_training", 58.0 + i % 5), ("data_processing", 0.3)]) for i in range(8)],
+                                prefix="0: "))
+    grpo.write_text(_breakdowns([(140.0, [("generation", 61.0), ("policy_training", 22.0),
+                                           ("prepare_for_generation/total", 9.0),
+                                           ("prepare_for_generation/transfer_and_update_weights", 8.5),
+                                           ("policy_and_reference_logprobs", 5.0), ("data_processing", 0.4)])] * 8))
+    old.write_text(_breakdowns([(1.8, [("data_processing", 0.1)])] * 8))
+    [f] = [f for f in llmtriage.analyze(str(idle)).findings if f.rule_id == "metric-step-time-untimed"]
+    assert (f.category, f.severity) == ("throughput-low", "error")
+    assert f.captures["train"] == "policy_training" and f.captures["steps"] == "8" and 35 <= int(f.captures["untimed_pct"]) <= 42
+    for log in (grpo, old):
+        assert not [g for g in llmtriage.analyze(str(log)).findings if g.rule_id == "metric-step-time-untimed"]
+
+
+def test_step_breakdown_split_across_blocks_is_read_whole():
+    """A breakdown whose phase lines start in the next block is completed there, not lost."""
+    from llmtriage.detect.step_breakdown import StepBreakdownTracker
+
+    t = StepBreakdownTracker()
+    for i in range(6):
+        t.feed(b"  \xe2\x80\xa2 Total step time: 30.00s\n", 10 * i)
+        t.feed(b"  \xe2\x80\xa2 policy_training: 18.00s (60.0%)\n  \xe2\x80\xa2 data_processing: 0.30s (1.0%)\n"
+               b"========================= Step x =========================\n", 10 * i + 1)
+    assert [s[2] for s in t.steps][-1] == {"policy_training": 60.0, "data_processing": 1.0}
+    [a] = t.detect()
+    assert a.numbers["untimed_pct"] == "39" and a.severity == "error"

@@ -971,3 +971,25 @@ def test_a_stop_the_job_came_back_from_yields_to_the_later_failure():
     plain = run(TRAIN_HEAD + stop + crash.replace("start = ckpt.load", "start = load"))
     assert plain.extra["death"]["name"] == "slurm-end" and errors(plain)[0].category == "scheduler-kill"
     assert not any(f.judgement for f in plain.findings)
+
+
+def test_except_rules_keep_a_warning_whose_progress_is_the_failure(tmp_path):
+    """`except_rules` (contexts) / `keep_rules` (finished) in rules/verdict.yaml: a fine-tune whose loader
+    warned 'could not find the metadata file ... will start from random' keeps its error although the job
+    logged it as a warning, made progress and even finished: training on from random weights is the failure.
+    A from-scratch launch printing the same warning raises nothing."""
+    import llmtriage
+
+    head = ["+ torchrun --nproc_per_node 8 pretrain_gpt.py --load /ckpt/base --finetune --save /ckpt/sft",
+            "WARNING: could not find the metadata file /ckpt/base/latest_checkpointed_iteration.txt ",
+            "    will not load any checkpoints and will start from random", "training ..."]
+    steps = [f" iteration {i:>8}/     100 | consumed samples: {i * 64:>8} | elapsed time per iteration (ms): 1800.0 | "
+             f"lm loss: {10.4 - i * 0.02:.6E} | loss scale: 1.0 | grad norm: 1.000 |" for i in range(10, 110, 10)]
+    running, finished, fresh = tmp_path / "running.log", tmp_path / "finished.log", tmp_path / "fresh.log"
+    running.write_text("\n".join(head + steps) + "\n")
+    finished.write_text("\n".join(head + steps + ["[after training is done] datetime: 2025-10-03 15:20:31 "]) + "\n")
+    fresh.write_text("\n".join([head[0].replace(" --finetune", "")] + head[1:] + steps) + "\n")
+    for log in (running, finished):
+        [f] = [f for f in llmtriage.analyze(str(log)).findings if f.rule_id == "checkpoint-tracker-missing-start-from-random"]
+        assert f.severity == "error" and f.judgement is None
+    assert not [f for f in llmtriage.analyze(str(fresh)).findings if f.rule_id == "checkpoint-tracker-missing-start-from-random"]

@@ -26,12 +26,14 @@ class TrainingObserver:
         from llmtriage.detect.phase import PhaseTracker   # deferred: as above
         from llmtriage.detect.throughput import ThroughputTracker   # deferred: as above
         from llmtriage.detect.xla_compile import XlaCompileTracker   # deferred: as above
+        from llmtriage.detect.step_breakdown import StepBreakdownTracker   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
         self.phase = PhaseTracker()
         self.throughput = ThroughputTracker()
         self.xla = XlaCompileTracker()
+        self.breakdown = StepBreakdownTracker()
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
@@ -44,6 +46,7 @@ class TrainingObserver:
         self._feed_phase(lines, view, line_base)
         self.throughput.feed(lines, view, line_base)
         self.xla.feed(lines, line_base)
+        self.breakdown.feed(lines, line_base)
         self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -69,6 +72,7 @@ class TrainingObserver:
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += self.xla.detect()
+        anomalies += self.breakdown.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:

@@ -137,7 +137,7 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
                      death_line: Optional[int] = None, raised: tuple[int, ...] = ()) -> bool:
     if ctx.get("categories") and f.category not in ctx["categories"]:
         return False
-    if f.category in ctx.get("except_categories", ()):
+    if f.category in ctx.get("except_categories", ()) or f.rule_id in ctx.get("except_rules", ()):
         return False
     if ctx.get("evidence") and not _rx(ctx["evidence"]).search(f.evidence):
         return False
@@ -188,7 +188,8 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
                 _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
                 break
         if (f.severity == "error" and status == "finished" and finish is not None
-                and f.category not in spec["finished"].get("keep_categories", ())):
+                and f.category not in spec["finished"].get("keep_categories", ())
+                and f.rule_id not in spec["finished"].get("keep_rules", ())):
             _demote(f, spec["finished"]["severity"], tr(spec["finished"]["reason"], lang, line=finish["line"]), "finished")
 
 
