@@ -228,6 +228,27 @@ def test_collective_timeout_after_a_silent_worker_death_yields_to_it():
     assert errors(rep)[0].rule_id == "nccl-watchdog-timeout"
 
 
+def test_native_crash_right_after_a_recognised_error_of_the_same_process_is_its_consequence():
+    oom = ("[rank2]: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+           "[rank2]: CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:63\n")
+    crash = "[rank2]: Fatal Python error: Segmentation fault\n"
+    rep = run(TRAIN_HEAD + oom + crash)
+    assert errors(rep)[0].rule_id == "vllm-cumem-allocator-oom"
+    seg = next(f for f in rep.findings if f.rule_id == "segmentation-fault")
+    assert seg.role == "symptom" and seg.judgement["context"] == "crash-after-cause"
+    # another process's error does not explain this process's crash
+    rep = run(TRAIN_HEAD + oom + "[rank5]: Fatal Python error: Segmentation fault\n")
+    seg = next(f for f in rep.findings if f.rule_id == "segmentation-fault")
+    assert seg.role == "cause" and seg.judgement is None
+    # nor does an error far above it (the window), nor one printed after the crash
+    filler = "".join(f"[rank2]: INFO step {i} done\n" for i in range(60))
+    rep = run(TRAIN_HEAD + oom + filler + crash)
+    assert next(f for f in rep.findings if f.rule_id == "segmentation-fault").judgement is None
+    rep = run(TRAIN_HEAD + crash + oom)
+    assert (next(f for f in rep.findings if f.rule_id == "segmentation-fault").judgement or {}).get(
+        "context") != "crash-after-cause"
+
+
 def test_unknown_still_wins_when_nothing_recognised_explains_it():
     rep = run(TRAIN_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
               "ValueError: reward function returned a list of length 3, expected 8\n")

@@ -28,6 +28,7 @@ from typing import Any, Optional
 from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
+from llmtriage.detect.consequence import crash_after_cause
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
@@ -373,6 +374,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     _timeouts_after_death(findings, lang)
+    crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
     _yield_unknown(findings, lang, scanner)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
