@@ -89,6 +89,22 @@ def test_native_abort_without_traceback():
     assert errors(rep), "a crashed report always has an error finding"
 
 
+def test_ray_actors_sigterm_dump_at_teardown_is_no_death():
+    # Ray sends its actors SIGTERM when the driver exits; their abseil dumps are no outside kill
+    dump = ("(WorkerDict pid=88449) *** SIGTERM received at time=1772590952 on cpu 41 ***\n"
+            "(WorkerDict pid=88449) PC: @     0x7f1a5c91e117  (unknown)  (unknown)\n"
+            "(WorkerDict pid=88449) [2026-03-04 04:42:32,908 E 88449 88449] logging.cc:474: "
+            "*** SIGTERM received at time=1772590952 on cpu 41 ***\n"
+            "(ActorWorker(actor_infer-0) pid=40356) *** SIGTERM received at time=1772590952 on cpu 7 ***\n")
+    rep = run(TRAIN_HEAD + dump)
+    assert rep.extra["death"] is None and not errors(rep)
+    # the driver's own dump (no actor prefix) is still a death, and so is a Ray actor's fatal signal
+    driver = run(TRAIN_HEAD + "*** SIGTERM received at time=1739834838 on cpu 88 ***\n")
+    assert driver.extra["status"] == "crashed" and driver.extra["death"]["name"] == "signal"
+    segv = run(TRAIN_HEAD + "(WorkerDict pid=88449) *** SIGSEGV received at time=1772590952 on cpu 41 ***\n")
+    assert segv.extra["status"] == "crashed"
+
+
 def test_progress_after_a_death_marker_undoes_it():
     log = "worker 3 exited with code 1 while downloading, retrying\n" + TRAIN_HEAD * 12
     assert run(log).extra["status"] == "running"
@@ -281,6 +297,10 @@ def test_category_defaults():
     fixed = run("RuntimeError: The server socket has failed to listen on any local network address. port: 29500, "
                 "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
     assert fixed.extra["action"] == "fix" and "MASTER_PORT" in fixed.extra["action_reason"]
+    # the weight-sync group port every rollout server on the node defaults to (TRL / ms-swift): the same
+    sync = run("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+               "address. port: 51216, useIPv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
+    assert sync.extra["action"] == "fix" and "vllm_group_port" in sync.extra["action_reason"]
     # a communicator that fails while it is being set up, before any step, fails the same way again
     init = ("[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
             "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n")
