@@ -233,6 +233,11 @@ def _raised_in(headline: str, *files: str) -> str:
     ("KeyError", "'float8_e8m0fnu'", ["/py/site-packages/vllm/model_executor/layers/deepseek_v4_attention.py"],
      "cuda-version-mismatch"),
     ("KeyError", "'fp8e4nv'", ["/py/site-packages/sglang/srt/layers/quantization/fp8_kernel.py"], "cuda-version-mismatch"),
+    # ms-swift's Qwen3-VL forward unpacks 2 values from a vision tower that returns 3 under transformers 5
+    ("ValueError", "too many values to unpack (expected 2)",
+     ["/py/site-packages/transformers/trainer.py", "/py/site-packages/swift/llm/model/model/qwen.py"], "dependency-mismatch"),
+    ("ValueError", "not enough values to unpack (expected 3, got 2)",
+     ["/usr/local/lib/python3.10/dist-packages/peft/tuners/lora/model.py"], "dependency-mismatch"),
     # a ShareGPT row whose role tag the configured format does not know, read by the framework's converter
     ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py"], "data-corrupt"),
     # ... or re-raised from a datasets.map worker process (num_proc > 1)
@@ -258,6 +263,10 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
      ["/app/unsloth_compiled_cache/UnslothSFTTrainer.py"]),                    # Unsloth's generated trainer, not its model patches
     ("RuntimeError", "Boolean value of Tensor with more than one value is ambiguous",
      ["/ws/xtuner/xtuner/dataset/huggingface.py"]),                            # XTuner's dataset code, not a dispatched forward
+    ("ValueError", "too many values to unpack (expected 2)",
+     ["/py/site-packages/transformers/trainer.py", "/app/train.py"]),          # raised in the user's own code
+    ("ValueError", "too many values to unpack (expected 2)",
+     ["/py/site-packages/torch/utils/data/dataloader.py", "/app/collate.py"]),  # the user's collate, called by a library
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues
@@ -276,6 +285,18 @@ def test_the_verdict_places_an_unrecognised_signature_mismatch_by_its_shape():
     assert "TypeError: call signature mismatch" in top.captures["family_words"]
 
 
+def test_the_verdict_places_an_unpacking_error_by_where_it_was_raised():
+    # a library's own code unpacking what another library returns: two releases that do not match
+    _, top = _top(_raised_in("ValueError: too many values to unpack (expected 2)",
+                             "/py/site-packages/transformers/trainer.py", "/py/site-packages/swift/llm/model/model/qwen.py"))
+    assert (top.rule_id, top.category) == ("unknown", "dependency-mismatch")
+    assert "unpacking error raised in library code" in top.captures["family_words"]
+    # the same error raised in the user's own script is a code bug: no family from its shape
+    _, own = _top(_raised_in("ValueError: too many values to unpack (expected 2)", "/py/site-packages/transformers/trainer.py",
+                             "/app/model.py"))
+    assert own.rule_id == "unknown" and own.category != "dependency-mismatch"
+
+
 def test_the_verdict_places_an_assertion_raised_inside_deepspeed():
     _, top = _top(_raised_in("AssertionError", "/py/site-packages/transformers/trainer.py",
                              "/py/site-packages/deepspeed/runtime/engine.py", "/py/site-packages/deepspeed/runtime/zero/stage_1_and_2.py"))
@@ -292,9 +313,9 @@ def test_every_shape_is_well_formed_and_re2_safe():
     re2 = pytest.importorskip("re2")
     for s in spec["shapes"]:
         assert s["family"] in cats and s["weight"] in (1, 2, 3, 4) and s["name"], s
-        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames"}, s
-        assert any(s.get(k) for k in ("type", "message", "frames")), s
-        for k in ("type", "message", "unless", "frames"):
+        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost"}, s
+        assert any(s.get(k) for k in ("type", "message", "frames", "innermost")), s
+        for k in ("type", "message", "unless", "frames", "innermost"):
             if s.get(k):
                 re2.compile(s[k])
 

@@ -38,20 +38,21 @@ def _families() -> dict[str, Any]:
         _COMPILED["shapes"] = [
             (s["family"], int(s["weight"]), s["name"],
              *(re.compile(s[k], re.IGNORECASE if k != "type" else 0) if s.get(k) else None
-               for k in ("type", "message", "unless", "frames")))
+               for k in ("type", "message", "unless", "frames", "innermost")))
             for s in spec.get("shapes") or ()]
     return _COMPILED
 
 
 def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tuple[str, int, str]]:
     """(family, weight, name) for every `shapes` entry of families.yaml the exception fits: its
-    type's last name fully matches `type`, its message contains `message` and not `unless`, and one
-    of its innermost `frames_deep` frames' files contains `frames` (each when given)."""
+    type's last name fully matches `type`, its message contains `message` and not `unless`, one
+    of its innermost `frames_deep` frames' files contains `frames`, and the innermost frame's file
+    (where it was raised) contains `innermost` (each when given)."""
     fam = _families()
     short = exc_type.rsplit(".", 1)[-1]
     deep = frame_files[-fam["deep"]:] if frame_files else []
     out = []
-    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx in fam["shapes"]:
+    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx in fam["shapes"]:
         if type_rx is not None and not type_rx.fullmatch(short):
             continue
         if msg_rx is not None and not msg_rx.search(message):
@@ -59,6 +60,8 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tupl
         if unless_rx is not None and unless_rx.search(message):
             continue
         if frames_rx is not None and not any(frames_rx.search(f) for f in deep):
+            continue
+        if inner_rx is not None and not (deep and inner_rx.search(deep[-1])):
             continue
         out.append((family, weight, name))
     return out
