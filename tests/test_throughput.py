@@ -341,3 +341,17 @@ def test_per_epoch_bars_that_end_at_the_same_count_are_one_sample_each():
     t, found = _run(text)
     assert t.steps["bar/469"].n >= 12      # (a block dense with bars is sampled evenly)
     assert [a.category for a in found] == ["throughput-low"]
+
+
+def test_nvidia_smi_csv_rows_with_a_name_column_are_snapshots():
+    """`--query-gpu=index,name,utilization.gpu,memory.used`: the GPU name stands between the index and the
+    utilisation; the row is still a snapshot (a flat 5-minute LoRA step with the GPUs at 9-17% is idle)."""
+    rec = "{'loss': 1.7431, 'grad_norm': 0.8127, 'learning_rate': 9.0e-05, 'epoch': 0.29}\n"
+    head = "index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n"
+    rows = "".join(f"{g}, NVIDIA A800-SXM4-80GB, {u} %, 41233 MiB, 81920 MiB\n" for g, u in enumerate((14, 17, 9, 12)))
+    t, [a] = _run(rec + head + rows + rec, train_start=1)
+    assert [r[0] for r in t.snaps[0]] == [14, 17, 9, 12]
+    assert a.severity == "error" and a.numbers["idle_gpus"] == "3/4"
+    # the same table with busy GPUs says nothing
+    busy = rows.replace(" 14 %", " 94 %").replace(" 17 %", " 97 %").replace(" 9 %", " 91 %").replace(" 12 %", " 92 %")
+    assert _run(rec + head + busy + rec, train_start=1)[1] == []
