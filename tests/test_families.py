@@ -240,6 +240,10 @@ def _raised_in(headline: str, *files: str) -> str:
      ["/usr/local/lib/python3.10/dist-packages/peft/tuners/lora/model.py"], "dependency-mismatch"),
     # a ShareGPT row whose role tag the configured format does not know, read by the framework's converter
     ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py"], "data-corrupt"),
+    # a hub model's remote modeling code unpacking a transformers helper whose return changed between releases
+    ("ValueError", "too many values to unpack (expected 2)",
+     ["/py/site-packages/transformers/generation/utils.py",
+      "/root/.cache/huggingface/modules/transformers_modules/glm-4-9b-chat/modeling_chatglm.py"], "dependency-mismatch"),
     # ... or re-raised from a datasets.map worker process (num_proc > 1)
     ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py", "/py/site-packages/datasets/arrow_dataset.py",
                             "/py/site-packages/datasets/utils/py_utils.py", "/py/site-packages/multiprocess/pool.py"], "data-corrupt"),
@@ -267,6 +271,7 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
      ["/py/site-packages/transformers/trainer.py", "/app/train.py"]),          # raised in the user's own code
     ("ValueError", "too many values to unpack (expected 2)",
      ["/py/site-packages/torch/utils/data/dataloader.py", "/app/collate.py"]),  # the user's collate, called by a library
+    ("ValueError", "not enough values to unpack (expected 2, got 1)", ["/app/data/prepare.py"]),   # the user's own data code
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues

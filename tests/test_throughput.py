@@ -403,3 +403,15 @@ def test_single_request_decode_rates_from_llama_cpp_ollama_fastchat_and_tgi():
     stalled = "".join(f"INFO 11-04 14:43:{i:02d} [loggers.py:127] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
                       f"tokens/s, Running: 212 reqs, Waiting: 0 reqs\n" for i in range(4))
     assert _run(stalled, train_start=None)[1][0].severity == "warning"
+def test_nvidia_smi_csv_rows_with_a_name_column_are_snapshots():
+    """`--query-gpu=index,name,utilization.gpu,memory.used`: the GPU name stands between the index and the
+    utilisation; the row is still a snapshot (a flat 5-minute LoRA step with the GPUs at 9-17% is idle)."""
+    rec = "{'loss': 1.7431, 'grad_norm': 0.8127, 'learning_rate': 9.0e-05, 'epoch': 0.29}\n"
+    head = "index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n"
+    rows = "".join(f"{g}, NVIDIA A800-SXM4-80GB, {u} %, 41233 MiB, 81920 MiB\n" for g, u in enumerate((14, 17, 9, 12)))
+    t, [a] = _run(rec + head + rows + rec, train_start=1)
+    assert [r[0] for r in t.snaps[0]] == [14, 17, 9, 12]
+    assert a.severity == "error" and a.numbers["idle_gpus"] == "3/4"
+    # the same table with busy GPUs says nothing
+    busy = rows.replace(" 14 %", " 94 %").replace(" 17 %", " 97 %").replace(" 9 %", " 91 %").replace(" 12 %", " 92 %")
+    assert _run(rec + head + busy + rec, train_start=1)[1] == []

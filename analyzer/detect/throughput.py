@@ -10,6 +10,7 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   a loop's own      `3/16, train_loss: 0.6612, step time: 0.2268` (MONAI tutorials; seconds)
   vLLM              `Avg generation throughput: 243.2 tokens/s, Running: 64 reqs`
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
+                    (`0, NVIDIA A800-SXM4-80GB, 0 %, 52311 MiB` with text columns between)
   nvidia-smi dmon   its `sm` column, rows grouped per interval (throughput_sources.py)
   one request       llama.cpp `eval time = ... tokens per second)`, Ollama `eval rate:`, FastChat `'speed (token/s)'`,
                     TGI `time_per_token="..."` (throughput_sources.py)
@@ -48,7 +49,7 @@ TAIL = 512
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC)
-_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9], +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
+_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|, +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
              rb"(?m:^#\s*(?:Date\s+Time\s+)?gpu\s)|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
@@ -71,7 +72,9 @@ _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput:
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
 _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/s\): ([0-9.]+)"
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
-_SMI_CSV = rb"^\s*([0-9]+), +([0-9]+) ?%, +([0-9]+) ?MiB"
+# `--query-gpu=index,utilization.gpu,memory.used`; text columns (name, pci.bus_id) may stand between the
+# index and the utilisation: `0, NVIDIA A800-SXM4-80GB, 14 %, 41233 MiB`
+_SMI_CSV = rb"^\s*([0-9]+), +(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +([0-9]+) ?MiB"
 _NPU_SMI = rb"\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]\s+\|\s*([0-9]+)\s+[0-9]+\s*/\s*[0-9]+\s+([0-9]+)\s*/\s*([0-9]+)\s*\|"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
 _LABEL_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.,]+Z?\s*)?(?:\S+:(?:\s+|$))?(?:[\[(][^\])]*[\])]:?\s*)*")
