@@ -9,7 +9,9 @@ and fixes but no longer sets its category (`unknown.nearest.as_category: false` 
 on 714 held-out real-report logs, where the lead was the root cause it named the labelled category 5
 times in 19, and most of its misses were failures no category fits, which `unknown` now states. Here,
 with a fixture's own rule removed, its siblings made the lead right more often: the share fell to
-0.431 (437/1015: unknown 360, wrong category 165, no error 53). The floor sits below that; it catches a
+0.431 (437/1015: unknown 360, wrong category 165, no error 53), and to 0.399 (456/1144) on 2026-12-04 after
+session 22's new rules, whose wordings (ggml arch aborts, vLLM refit and MoE loader errors, torchtitan and Megatron
+resume states) mostly have no sibling or family to fall back on. The floor sits below that; it catches a
 change that takes the remaining judgement away (a family file emptied, the verdict's yielding lost),
 which drops the share towards 0.1.
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = 0.40
+FLOOR = 0.38
 
 
 @pytest.mark.slow   # every problem fixture triaged again without its rule: ~2 minutes on 2 cores
