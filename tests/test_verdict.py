@@ -321,6 +321,12 @@ def test_overrides_from_context():
     assert run(xid).extra["action"] == "replace-node"
     alone = run("[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
     assert errors(alone)[0].category == "gpu-hardware-fault" and alone.extra["action"] == "fix"
+    # nvidia-smi -q's 'ECC Errors : N/A' row (no ECC reporting) and a pasted grep for the words are no ECC fault
+    smi = ("==> nvidia-smi -q | grep -iA3 \"ecc errors\\|retired\\|remapp\" <==\n"
+           "    ECC Errors                            : N/A\n")
+    assert run("[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n" + smi).extra["action"] == "fix"
+    dbe = "[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+    assert run(dbe + smi).extra["action"] == "replace-node"
 
 
 def test_collective_timeout_while_a_checkpoint_is_written_is_fix_unless_the_save_completed():
