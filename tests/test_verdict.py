@@ -358,6 +358,29 @@ def test_collective_timeout_after_training_finished_is_fix():
     assert run(TRAIN_HEAD + wd + died).extra["action"] == "retry"      # mid-run: the category default
 
 
+def test_collective_timeout_after_a_step_time_surge_is_fix():
+    """A watchdog timeout right after the steps slowed down several-fold (an RL rollout growing past the
+    timeout) recurs at the next long step: fix. Steps at their usual length before it stay retry."""
+    wd = ("[rank3]:[E1202 11:07:57.610822254 ProcessGroupNCCL.cpp:744] [Rank 3] Watchdog caught collective operation "
+          "timeout: WorkNCCL(SeqNum=186, OpType=_ALLGATHER_BASE, NumelIn=10485760, NumelOut=41943040, "
+          "Timeout(ms)=1800000) ran for 1800046 milliseconds before timing out.\n")
+
+    def bars(secs: list[int]) -> str:
+        out, el = "", 0
+        for i, s in enumerate(secs, 1):
+            el += s
+            out += (f"{{'loss': 0.01, 'grad_norm': 0.3, 'learning_rate': 1e-06, 'epoch': 0.00{i}}}\n"
+                    f"Train:   0%|          | {i}/1250 [{el // 3600:02d}:{el % 3600 // 60:02d}:{el % 60:02d}"
+                    f"<120:00:00, {s}.21s/it]\n")
+        return out
+    surge = run(bars([300, 340, 410, 260, 350, 1650]) + wd)
+    assert errors(surge)[0].category == "nccl-timeout" and surge.extra["action"] == "fix", surge.extra
+    assert "slowed down" in surge.extra["action_reason"]
+    steady = run(bars([300, 340, 410, 260, 350, 330]) + wd)
+    assert errors(steady)[0].category == "nccl-timeout" and steady.extra["action"] == "retry"
+    assert run(bars([300, 1650]) + wd).extra["action"] == "retry"      # too few steps to call it a surge
+
+
 def test_rdma_failure_before_any_progress_is_fix_and_mid_run_is_retry():
     ib = "node-0:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129\n"
     start = run("NCCL version 2.18.1+cuda12.1\n" + ib)

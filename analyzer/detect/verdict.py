@@ -380,7 +380,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     findings.sort(key=Finding.sort_key)
     for f in findings:
-        f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id, report.extra.get("phase"))
+        f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id, report.extra.get("phase"),
+                                               report.extra.get("throughput"))
     root_f = next((f for f in findings if f.severity == "error"), None)
     if root_f is not None:
         report.extra["action"], report.extra["action_reason"] = root_f.action, root_f.action_reason
@@ -419,8 +420,13 @@ def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
 
 # --------------------------------------------------------------------------- actions
 
-def _override_applies(o: dict[str, Any], f: Finding, seen: set[str], phase: Optional[str] = None) -> bool:
+def _override_applies(o: dict[str, Any], f: Finding, seen: set[str], phase: Optional[str] = None,
+                      speed: Optional[dict[str, Any]] = None) -> bool:
     if o.get("categories") and f.category not in o["categories"]:
+        return False
+    # the last logged step took `ratio` times the run's median step (report.extra["throughput"]): the work
+    # between two collectives had already grown before the failure (a long rollout or evaluation)
+    if o.get("step_surge") and not _step_surge(o["step_surge"], speed):
         return False
     # the phase the job died in (detect/phase.py, set before the verdict runs): a collective timing out
     # while a checkpoint is written is not the same failure as one timing out mid-step
@@ -444,8 +450,15 @@ def _override_applies(o: dict[str, Any], f: Finding, seen: set[str], phase: Opti
     return True
 
 
+def _step_surge(spec: dict[str, Any], speed: Optional[dict[str, Any]]) -> bool:
+    if not speed or int(speed.get("step_samples") or 0) < int(spec.get("min_samples", 3)):
+        return False
+    median, last = float(speed.get("median_step_s") or 0), float(speed.get("last_step_s") or 0)
+    return median > 0 and last >= float(spec["ratio"]) * median and last >= float(spec.get("min_seconds", 0))
+
+
 def action_for(f: Finding, seen: set[str], lang: Optional[str], rules_by_id: dict[str, Any],
-               phase: Optional[str] = None) -> tuple[str, str]:
+               phase: Optional[str] = None, speed: Optional[dict[str, Any]] = None) -> tuple[str, str]:
     """(action, reason) of one finding: survived -> none; else override, rule action, category default."""
     spec = action_spec()
     if f.judgement is not None and f.severity != "error":
@@ -453,7 +466,7 @@ def action_for(f: Finding, seen: set[str], lang: Optional[str], rules_by_id: dic
     if f.severity == "info":
         return "none", tr(spec["generic"]["none"], lang)
     for o in spec["overrides"]:
-        if _override_applies(o, f, seen, phase):
+        if _override_applies(o, f, seen, phase, speed):
             return o["action"], tr(o["reason"], lang)
     rule_action = (rules_by_id.get(f.rule_id) or {}).get("action")
     cat = spec["categories"].get(f.category) or spec["categories"]["unknown"]
