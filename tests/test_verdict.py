@@ -139,6 +139,24 @@ def test_oom_quoted_in_a_userwarning_is_not_fatal():
     assert not errors(rep)
 
 
+def test_a_rule_that_warns_is_not_demoted_as_a_quote_in_a_warning():
+    # peft states an adapter that did not load only through a UserWarning: the warning is the failure
+    log = ("/opt/venv/lib/python3.11/site-packages/peft/peft_model.py:599: UserWarning: Found missing adapter keys "
+           "while loading the checkpoint: ['base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight']\n"
+           "  warnings.warn(warn_message)\n"
+           "eval: 100%|██████████| 63/63 [04:19<00:00,  4.12s/it]\n")
+    rep = run(log)
+    f = errors(rep)[0]
+    assert f.rule_id == "peft-missing-adapter-keys" and f.judgement is None
+    # the context itself still demotes a rule without `warns` whose text a warning quotes
+    from llmtriage.detect.verdict import Scanner, _context_applies
+    ctx = next(c for c in verdict_spec()["contexts"] if c["id"] == "quoted-in-warning")
+    quoted = Finding(rule_id="x", category="cuda-oom", severity="error", title="", message="", line=1,
+                     evidence="UserWarning: CUDA out of memory")
+    assert _context_applies(ctx, quoted, Scanner(), "running", rules_by_id={"x": {"warns": False}})
+    assert not _context_applies(ctx, quoted, Scanner(), "running", rules_by_id={"x": {"warns": True}})
+
+
 def test_a_printed_warning_line_followed_by_serving_is_survived():
     """"Warning: ..." printed by the program (a registration it skipped), then the server answers
     requests: a warning; the same line as the last thing before a traceback stays an error."""

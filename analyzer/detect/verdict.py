@@ -135,10 +135,14 @@ def _demote(f: Finding, severity: str, reason: str, ctx: str) -> None:
 
 
 def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: str,
-                     death_line: Optional[int] = None, raised: tuple[int, ...] = ()) -> bool:
+                     death_line: Optional[int] = None, raised: tuple[int, ...] = (),
+                     rules_by_id: Optional[dict[str, Any]] = None) -> bool:
     if ctx.get("categories") and f.category not in ctx["categories"]:
         return False
     if f.category in ctx.get("except_categories", ()) or f.rule_id in ctx.get("except_rules", ()):
+        return False
+    # a rule whose library states the failure only as a Python warning: the warning is the signature
+    if ctx.get("except_warns") and ((rules_by_id or {}).get(f.rule_id) or {}).get("warns"):
         return False
     if ctx.get("evidence") and not _rx(ctx["evidence"]).search(f.evidence):
         return False
@@ -174,7 +178,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
 
 
 def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, finish: Optional[dict[str, Any]],
-                    lang: Optional[str], death_line: Optional[int] = None, raised: tuple[int, ...] = ()) -> None:
+                    lang: Optional[str], death_line: Optional[int] = None, raised: tuple[int, ...] = (),
+                    rules_by_id: Optional[dict[str, Any]] = None) -> None:
     spec = verdict_spec()
     for f in findings:
         if f.severity != "error" or f.rule_id.startswith("metric-") or f.rule_id == "unknown":
@@ -185,7 +190,7 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
             later_death = next((g.line for g in findings if g is not f and g.severity == "error" and g.line > last
                                 and g.rule_id != f.rule_id), None)
         for ctx in spec["contexts"]:
-            if _context_applies(ctx, f, scanner, status, later_death, raised):
+            if _context_applies(ctx, f, scanner, status, later_death, raised, rules_by_id):
                 _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
                 break
         if (f.severity == "error" and status == "finished" and finish is not None
@@ -328,7 +333,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                     verdict_spec().get("wrapped_message"), report.unless_rules)
     weak = status == "finished" and evidence is not None and evidence["name"] in verdict_spec().get("weak_finish", ())
     _judge_fatality(findings, scanner, status, evidence if status == "finished" and not weak else None, lang,
-                    evidence["line"] if status == "crashed" and evidence else None, tuple(e.line for e in exceptions))
+                    evidence["line"] if status == "crashed" and evidence else None, tuple(e.line for e in exceptions),
+                    rules_by_id)
     corroborate(findings, lang)
     explain_metric(findings, lang)
     _settled(findings, scanner, lang)

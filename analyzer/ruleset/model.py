@@ -129,6 +129,11 @@ class Rule(_Strict):
     action: Optional[Literal["retry", "fix", "replace-node", "none"]] = Field(
         default=None,
         description="Next action when this rule is the root cause; default: its category's in rules/actions.yaml.")
+    warns: bool = Field(
+        default=False,
+        description="The library states this failure only through a Python warning (warnings.warn, e.g. a "
+                    "UserWarning): the warning line is the signature itself, not an error quoted in one, so "
+                    "verdict contexts with `except_warns` (quoted-in-warning) do not demote it.")
     examples: Examples
 
     @field_validator("id")
