@@ -1081,3 +1081,42 @@ def test_except_rules_keep_a_warning_whose_progress_is_the_failure(tmp_path):
         [f] = [f for f in llmtriage.analyze(str(log)).findings if f.rule_id == "checkpoint-tracker-missing-start-from-random"]
         assert f.severity == "error" and f.judgement is None
     assert not [f for f in llmtriage.analyze(str(fresh)).findings if f.rule_id == "checkpoint-tracker-missing-start-from-random"]
+
+
+SERVED_400 = (
+    "(APIServer pid=1) INFO:     172.19.0.5:40112 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n"
+    "(APIServer pid=1) ERROR 11-03 09:21:41 [serving_chat.py:257] Error in preprocessing prompt inputs\n"
+    "(APIServer pid=1) ERROR 11-03 09:21:41 [serving_chat.py:257] ValueError: The decoder prompt (length 15983) is "
+    "longer than the maximum model length of 8192. Make sure that `max_model_len` is no smaller than the number of "
+    "text tokens plus multimodal tokens.\n"
+    "(APIServer pid=1) INFO:     172.19.0.5:40134 - \"POST /v1/chat/completions HTTP/1.1\" 400 Bad Request\n"
+    "(APIServer pid=1) INFO:     172.19.0.5:40142 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n"
+    "(APIServer pid=1) INFO 11-03 09:21:58 [loggers.py:127] Engine 000: Avg prompt throughput: 1904.2 tokens/s, "
+    "Avg generation throughput: 58.7 tokens/s, Running: 0 reqs, Waiting: 0 reqs\n"
+)
+CLIENT_ECHO = (
+    "2025-11-03 09:21:41.800 | ERROR | indexer:caption:201 - captioning failed\n"
+    "Traceback (most recent call last):\n"
+    '  File "/app/indexer/chunker.py", line 198, in caption\n'
+    "    resp = client.chat.completions.create(model='vlm', messages=msgs)\n"
+    "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'The decoder prompt (length 15983) is "
+    "longer than the maximum model length of 8192. Make sure that `max_model_len` is no smaller than the number of "
+    "text tokens plus multimodal tokens.', 'type': 'BadRequestError', 'param': None, 'code': 400}\n"
+)
+
+
+def test_a_clients_quote_of_a_served_400_is_a_handled_request_not_the_jobs_death():
+    """The server rejected one request (400) and kept serving; the client quoted the error response and went
+    on: neither the quote nor the signature it repeats ends the job. The same quote as the client's last
+    words (or followed only by the user's next command) is the client's death."""
+    went_on = llmtriage.analyze(SERVED_400 + CLIENT_ECHO + "2025-11-03 09:21:42.015 | INFO | indexer - indexed deck.pptx: 31 chunks\n")
+    assert went_on.extra["status"] != "crashed", went_on.extra.get("death")
+    assert not errors(went_on), [(f.rule_id, f.line) for f in errors(went_on)]
+    assert any(f.category == "seq-too-long" and f.judgement for f in went_on.findings)
+    for end in ("", "$ nvidia-smi\n+-----------------------------------------------------------------------------+\n"):
+        died = llmtriage.analyze(SERVED_400 + CLIENT_ECHO + end)
+        assert died.extra["status"] == "crashed" and errors(died)[0].category == "seq-too-long", end
+    # a quote with no rejection the server logged (no 4xx line) is no served rejection
+    unserved = llmtriage.analyze(SERVED_400.replace(" 400 Bad Request", " 500 Internal Server Error") + CLIENT_ECHO
+                                 + "2025-11-03 09:21:42.015 | INFO | indexer - indexed deck.pptx: 31 chunks\n")
+    assert errors(unserved), unserved.extra.get("death")

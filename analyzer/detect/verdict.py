@@ -30,6 +30,7 @@ from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
 from llmtriage.detect.consequence import crash_after_cause
 from llmtriage.detect.corroborate import corroborate, explain_metric
+from llmtriage.detect.echo import echo_handled
 from llmtriage.detect.spec import action_spec, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.hung import hung_until_killed
@@ -84,7 +85,8 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
             first_survived[e.type] = e.line
     again = {e.line for e in exceptions if first_survived.get(e.type, e.line) < e.line < scanner.last_progress}
     alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
-                   and not _handled(d[0], scanner, last_death) and d[0] not in again)
+                   and not _handled(d[0], scanner, last_death) and d[0] not in again
+                   and not (d[1] == "exception" and echo_handled(d[0], scanner)))
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
@@ -124,7 +126,8 @@ def _raised_again(exc: ExceptionInfo, exceptions: list[ExceptionInfo], scanner: 
 
 
 def _survived(line: int, scanner: Scanner) -> bool:
-    return scanner.last("finish") > line or _progress_after(line, scanner) or _handled(line, scanner)
+    return (scanner.last("finish") > line or _progress_after(line, scanner) or _handled(line, scanner)
+            or echo_handled(line, scanner))
 
 
 # --------------------------------------------------------------------------- fatality
@@ -172,7 +175,9 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         # (a death within the after-death margin of the error is that error's own death, not a later one)
         went_on = (not ctx.get("progress_only") and death_line is not None
                    and death_line > max(last, min(near)) + int(verdict_spec()["after_death"]["margin"]))
-        if not (scanner.last_progress > last or scanner.last("finish") > last or went_on):
+        # (a client's handled quote of the rejected request is not where the signature's work ended)
+        served = f.line if echo_handled(last, scanner) else last
+        if not (scanner.last_progress > served or scanner.last("finish") > last or went_on):
             return False
     return True
 
