@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 from typing import Any, Optional
 
-from llmtriage.detect.verdict import next_line, rule_action
+from llmtriage.detect.actions import next_line, rule_action
 from llmtriage import get_engine
 from llmtriage.kb.words import KbWords, load_kb_words
 from llmtriage.engine.redact import redact

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, TextIO
 from llmtriage.findings import Finding, Report, reports_to_dict
 from llmtriage.engine.redact import redact, safe_reports
 from llmtriage.report.style import SEV, Style, cut, text_width, wrap
-from llmtriage.detect.verdict import next_line, status_word
+from llmtriage.detect.actions import next_line, status_word
 from llmtriage.report.texts import report_labels
 from llmtriage.ruleset.verified import transformers_text
 
