@@ -30,6 +30,8 @@ from llmtriage.engine.logparse import iter_blocks, match_view
      (None, math.nan, math.nan, None, None)),
     (b"07/12 09:07:50 - mmengine - INFO - Iter(train) [   10/12867]  lr: 5.1813e-07  eta: 17 days, 18:31:42  "
      b"time: 5.0501  data_time: 0.0283  memory: 58207  loss: 1.0672  grad_norm: 5.8255", (10, 1.0672, 5.8255, 5.1813e-07, None)),
+    # darkflow: "step N - loss X - moving ave loss Y" (the step's own loss, not the moving average)
+    (b"step 45 - loss 0.0081234 - moving ave loss 0.9102", (45, 0.0081234, None, None, None)),
 ])
 def test_parse_line_formats(line, expect):
     got = P.parse_line(line)
@@ -984,3 +986,34 @@ def test_step_breakdown_split_across_blocks_is_read_whole():
     assert [s[2] for s in t.steps][-1] == {"policy_training": 60.0, "data_processing": 1.0}
     [a] = t.detect()
     assert a.numbers["untimed_pct"] == "39" and a.severity == "error"
+
+
+def _hf_ep(rows):
+    """HF Trainer records from (loss, grad_norm, epoch) triples, 100 steps apart."""
+    return "\n".join(f"  {i}%|#         | {(i + 1) * 100}/7252 [00:10<10:00, 1.0it/s]\n"
+                     f"{{'loss': {loss}, 'grad_norm': {g}, 'learning_rate': 2e-04, 'epoch': {ep}}}"
+                     for i, (loss, g, ep) in enumerate(rows)) + "\n"
+
+
+def test_loss_below_001_inside_first_epoch_with_a_gradient_is_an_error():
+    # TRL packing, 160M model: 5.93 -> 0.0016 by epoch 0.19, grad_norm 0.02-0.06 (not < 0.01: not a collapse)
+    rows = [(5.9309, 15.3, 0.03), (1.2172, 1.47, 0.06), (0.0571, 0.21, 0.08), (0.0094, 0.0557, 0.11),
+            (0.003, 0.0254, 0.14), (0.0021, 0.0198, 0.17), (0.0016, 0.0157, 0.19)]
+    got = kinds(_tracker(_hf_ep(rows)))
+    assert ("first_epoch_low", "error") in got and not any(k == "fall" for k, _ in got)
+
+
+@pytest.mark.parametrize("rows, why", [
+    ([(3.45, 1.0, 0.02), (0.44, 0.8, 0.05), (0.02, 0.3, 0.1), (0.0031, 0.2, 1.2), (0.0017, 0.1, 1.4), (0.0011, 0.1, 1.6)],
+     "below 0.01 only after the first epoch: seen data"),
+    ([(3.45, 1.0, 0.02), (0.44, 0.8, 0.05), (0.02, 0.3, 0.1), (0.0031, 0.2, 0.12), (0.0008, 0.1, 0.14)],
+     "two records below 0.01 are a warning-level fall"),
+    ([(3.45, "None", 0.02), (0.44, "None", 0.05), (0.02, "None", 0.1), (0.0031, "None", 0.12), (0.0017, "None", 0.14),
+      (0.0011, "None", 0.16)], "no gradient logged"),
+    ([(3.45, 1.0, 0.02), (0.44, 0.8, 0.05), (0.0031, 0.2, 0.12), (0.0017, 0.1, 0.14), (0.0, 0.1, 0.16), (0.0, 0.1, 0.18)],
+     "the tail ends at an exact 0: the zero readings, not this one"),
+    ([(0.9, 1.0, 0.02), (0.2, 0.8, 0.05), (0.0031, 0.2, 0.12), (0.0017, 0.1, 0.14), (0.0012, 0.1, 0.16)],
+     "starts below fall_from"),
+])
+def test_loss_near_zero_first_epoch_leaves_these_alone(rows, why):
+    assert not any(k == "first_epoch_low" for k, _ in kinds(_tracker(_hf_ep(rows)))), why

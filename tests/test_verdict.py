@@ -1120,3 +1120,14 @@ def test_a_clients_quote_of_a_served_400_is_a_handled_request_not_the_jobs_death
     unserved = llmtriage.analyze(SERVED_400.replace(" 400 Bad Request", " 500 Internal Server Error") + CLIENT_ECHO
                                  + "2025-11-03 09:21:42.015 | INFO | indexer - indexed deck.pptx: 31 chunks\n")
     assert errors(unserved), unserved.extra.get("death")
+
+
+def test_an_item_skipped_for_its_error_and_the_loop_going_on_is_recovered():
+    # an eval script that logs the one bad video and goes on (Qwen-VL frame sampling of a short clip)
+    bars = "".join(f"Eval:  {p}%|#         | {p * 5}/500 [00:{p:02d}<15:02,  1.90s/it]\n" for p in range(10, 100, 10))
+    err = "[WARN] sample 0070 (video 0070_neg.mp4) skipped: nframes should in interval [2, 24], but got 32.\n"
+    rep = run(bars[:120] + err + bars)
+    assert not errors(rep)
+    f = next(f for f in rep.findings if f.rule_id == "vision-sample-shape-invalid")
+    assert f.judgement["context"] == "recovered"
+    assert errors(run(bars[:120] + err.replace(" skipped:", ":"))), "without the skip and the progress it stays an error"

@@ -14,6 +14,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
                        ordinal: epochs completed are N-1 plus the bar's fraction)
   mmengine / xtuner    Iter(train) [  10/12867]  lr: 5.2e-07  ...  loss: 1.0672  grad_norm: 5.8255
   mlx-lm               Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, Tokens/sec 192.2
+  darkflow             step 12 - loss 3.2104 - moving ave loss 9.8731  (the first loss is the step's own)
   bracketed keys       | E6 iter[ 14/ 15] | [Loss] 51566519.44 | [exp] ./exp/0125/car | [step]   104 |  (LION, loguru)
   Composer             [batch=500/20000]:  then indented  Train loss/train/total: 11.48  (metric_composer.py)
   LLaMA-Factory jsonl  {"current_steps": 4450, "total_steps": 9750, "loss": 0.0, "reward": null, ...} (a null reward is no RL)
@@ -44,7 +45,9 @@ ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]
               # mlx-lm: "Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, ..."
               rb"""|: Train loss [-+0-9.NnIi]"""
               # a logger's bracketed keys (LION's loguru lines: "| E6 iter[ 14/ 15] | [Loss] nan | ... | [step]   104 |")
-              rb"""|\[[Ll]oss\]\s+[-+0-9.NnIi]""")
+              rb"""|\[[Ll]oss\]\s+[-+0-9.NnIi]"""
+              # dash-separated fields without a colon (darkflow: "step 12 - loss 3.21 - moving ave loss 9.87")
+              rb"""|\bstep [0-9]+ - loss [-+0-9.NnIi]""")
 # "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
 # (mmengine / xtuner: "Iter(train) [  10/12867]")
