@@ -54,3 +54,31 @@ def test_a_server_log_pasted_after_the_kill_is_not_the_jobs_progress():
     errors, rep = _errors(_log("03:18:30", "12:00:22") + tail)
     assert errors[0].rule_id == "verdict-hung-until-killed", [f.rule_id for f in errors]
     assert "line 10" in errors[0].message
+
+
+def _bar_log(bar: str, kill: str) -> str:
+    # the last time stamp comes before the progress bar; nothing after the bar carries one
+    return ("+ srun accelerate launch --num_processes 8 train_grpo.py\n[rank0] NCCL INFO NCCL version 2.26.2\n"
+            "[2026-11-27 03:10:05,118] INFO - *** Train ***\n"
+            'INFO:     127.0.0.1:40118 - "POST /update_named_param/ HTTP/1.1" 200 OK\n'
+            f"{bar}\n" + KILL.format(kill=kill))
+
+
+def test_a_bar_stuck_at_zero_until_the_time_limit_is_a_hang_before_the_first_step():
+    # the bar's elapsed time dates it from the stamp before it: 0/1875 at 00:00, then hours of nothing
+    errors, rep = _errors(_bar_log("  0%|          | 0/1875 [00:00<?, ?it/s]", "07:02:18"))
+    assert errors[0].rule_id == "verdict-hung-until-killed", [f.rule_id for f in errors]
+    assert "3 h 52 min" in errors[0].message and errors[0].captures["done"] == "0"
+    assert errors[0].action == "fix"
+
+
+def test_a_bar_whose_elapsed_time_reaches_the_kill_is_no_hang():
+    # the bar itself ran for 3 h 50 min: it was still progressing when the time limit came
+    errors, _ = _errors(_bar_log(" 52%|█████▏    | 980/1875 [3:50:02<3:30:11, 14.1s/it]", "07:02:18"))
+    assert errors[0].rule_id != "verdict-hung-until-killed"
+
+
+def test_a_short_silence_after_an_undated_bar_is_no_hang():
+    # without a time stamp after the bar, under two hours is not enough to call it hung
+    errors, _ = _errors(_bar_log("  0%|          | 0/1875 [00:00<?, ?it/s]", "04:40:00"))
+    assert errors[0].rule_id != "verdict-hung-until-killed"
