@@ -6,17 +6,11 @@ then the rule's own action, then its category's default.
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.findings import Finding
-from llmtriage.detect.spec import action_spec, tr, verdict_spec
+from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 
-
-@lru_cache(maxsize=64)
-def _rx(pattern: str) -> Any:
-    return re.compile(pattern)
 
 
 # --------------------------------------------------------------------------- actions

@@ -11,17 +11,10 @@ job's death nor the end of the signature's span.
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-from typing import Any
 
 from llmtriage.detect.scanner import Scanner
-from llmtriage.detect.spec import verdict_spec
+from llmtriage.detect.spec import compiled as _rx, verdict_spec
 
-
-@lru_cache(maxsize=8)
-def _rx(pattern: str) -> Any:
-    return re.compile(pattern)
 
 
 def echo_handled(line: int, scanner: Scanner) -> bool:
@@ -41,7 +34,7 @@ def echo_handled(line: int, scanner: Scanner) -> bool:
     if any(d[0] > line for d in scanner.hits.get("death", ())):
         return False
     stop, not_output = _rx(spec["stop"]), _rx(spec["not_output"])
-    own = 0
+    own, need = 0, int(spec["min_after"])
     for n, raw in scanner.rows(line + 1):
         text = raw.decode("utf-8", "replace").rsplit("\r", 1)[-1]
         if n <= line or not text.strip():
@@ -49,4 +42,6 @@ def echo_handled(line: int, scanner: Scanner) -> bool:
         if stop.search(text):
             break
         own += 0 if not_output.search(text) else 1
-    return own >= int(spec["min_after"])
+        if own >= need:   # enough of the client's own lines: stop reading (the log may go on for gigabytes)
+            return True
+    return False

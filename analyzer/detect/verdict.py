@@ -21,8 +21,6 @@ Signature matching says *what* a log contains; the verdict says what it *means*:
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
@@ -31,7 +29,7 @@ from llmtriage.engine.redact import clip
 from llmtriage.detect.consequence import crash_after_cause
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
-from llmtriage.detect.spec import action_spec, tr, verdict_spec
+from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.hung import hung_until_killed
@@ -42,10 +40,6 @@ from llmtriage.detect.unknown import death_unknown, name_families, unknown_findi
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
 
-
-@lru_cache(maxsize=64)
-def _rx(pattern: str) -> Any:
-    return re.compile(pattern)
 
 
 # --------------------------------------------------------------------------- status
