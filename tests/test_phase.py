@@ -57,6 +57,18 @@ def test_launcher_noise_after_the_crash_does_not_change_the_phase(engine):
     assert scan_source(engine, text).extra["phase"] == "training"
 
 
+def test_a_custom_loop_s_snapshot_is_a_checkpoint_save(engine):
+    """A training loop's own save wording ("snapshot(step=N): all ranks writing partials to DIR") is the
+    checkpoint-save phase: a collective that times out there is the save's, not a step's (its action is fix)."""
+    text = ("[rank0] step 4990 | loss 2.114\n[rank0] snapshot(step=5000): all ranks writing partials to /scratch/p/\n"
+            "[rank0] snapshot: assembling canonical state from 144 partials on rank 0 ...\n"
+            "[rank7]:[E528 23:01:20.1 ProcessGroupNCCL.cpp:632] [Rank 7] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=60007, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600071 milliseconds before timing out.\n")
+    rep = scan_source(engine, text)
+    assert rep.extra["phase"] == "checkpoint-save"
+    assert rep.extra["action"] == "fix", rep.extra.get("action_reason")
+
+
 def test_bar_labels():
     assert classify_bar("Loading checkpoint shards") == "model-loading"
     assert classify_bar("Map (num_proc=8)") == "data-loading"

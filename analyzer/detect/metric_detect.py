@@ -11,6 +11,7 @@ from typing import Optional
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metric_eval import eval_frozen
 from llmtriage.detect.metric_leak import first_epoch_low
+from llmtriage.detect.metric_memorise import memorised
 from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metric_zero import nan_hidden
 from llmtriage.detect.metrics import MetricTracker, finite
@@ -268,7 +269,7 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
 def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> list[Anomaly]:
     """The last flat_min_records losses under collapse_loss with grad_norm under collapse_grad (not
     all exactly 0: that is zero_grad), from a first loss >= fall_from: within the first epoch the model
-    copies its input (labels not shifted / leaked) - an error; after >= epochs_fast epochs a tiny dataset was memorised - a warning. `descended`: _flat saw the loss reach ~0 step by step (a grad printed 0 is rounding)."""
+    copies its input (labels not shifted / leaked) - an error; later epochs are `metric_memorise`'s (a tiny dataset memorised). `descended`: _flat saw the loss reach ~0 step by step (a grad printed 0 is rounding)."""
     th = t.th
     n = th.flat_min_records
     if t.first_nonfinite is not None or len(fin) < n + 1 or fin[0].loss < th.fall_from or fin[0].rl:  # type: ignore[operator]
@@ -286,8 +287,6 @@ def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> l
     ep = at.epoch
     nums = {"from_loss": fmt(fin[0].loss), "from": fin[0].at, "loss": fmt(tail[-1].loss), "at": at.at,
             "records": len(fin) - i, "grad_norm": fmt(max(grads)), "epoch": fmt(ep) if ep is not None else None}  # type: ignore[type-var]
-    if ep is not None and ep >= th.epochs_fast:
-        return [Anomaly("overfit", "loss-suspicious", "warning", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
     if ep is not None and ep >= 1.0:
         return []
     return [Anomaly("collapse", "loss-suspicious", "error", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
@@ -433,10 +432,11 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         out += _low_start(t, fin)
     if not zero and not flat and not fall:
         out += _stuck(t, fin)
-    if not zero and (not fall or fall[0].severity != "error"):
+    mem = [] if zero or flat and flat[0].severity == "error" else memorised(t, fin)
+    if mem:
+        out = [a for a in out if a.kind not in ("fall", "flat")] + mem  # many epochs over the same data explain the fall
+    elif not zero and (not fall or fall[0].severity != "error"):
         col = _collapse(t, fin)
-        if col and col[0].kind == "overfit":
-            out = [a for a in out if a.kind != "fall"]     # many epochs over the same data explain the fall
         out += col
         low = [] if col else first_epoch_low(t, fin)
         if low:

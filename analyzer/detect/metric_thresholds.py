@@ -31,7 +31,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
   collapse_grad      0.01  ... with grad_norm below this (the model copies its input)
   leak_records       3     metric-loss-near-zero-first-epoch: this many trailing records in (0, collapse_loss) with
                            a gradient, all inside the first epoch (epoch < 1), after a first loss >= fall_from
-  epochs_fast        50    fast fall over many epochs: a loss under fall_strong after this many epochs
+  memorise_epochs    20    metric-tiny-data-memorised (error): an LM loss ending under fall_strong that first got there
+                           at this epoch or later (every sample seen >= 20 times; metric_memorise.py)
   repeat_min         6     a loss sequence repeating exactly with a period: this many repeated records
   zero_spike_factor  1.5   hidden NaN (loss exactly 0 after a normal level): a last value >= this x the median is
                            named a spike in the message
@@ -109,7 +110,7 @@ class Thresholds:
     collapse_loss: float = 0.01
     collapse_grad: float = 0.01
     leak_records: int = 3
-    epochs_fast: float = 50.0
+    memorise_epochs: float = 20.0
     repeat_min: int = 6
     zero_spike_factor: float = 1.5
     spike_factor: float = 3.0

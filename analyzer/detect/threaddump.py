@@ -42,7 +42,8 @@ _COLLECTIVES = frozenset({
     "broadcast", "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "reduce_scatter",
     "reduce_scatter_tensor", "_reduce_scatter_base", "barrier", "monitored_barrier", "all_to_all",
     "all_to_all_single", "reduce", "gather", "scatter", "send", "recv", "broadcast_object_list",
-    "all_gather_object", "gather_object", "scatter_object_list", "wait", "inference_all_reduce"})
+    "all_gather_object", "gather_object", "scatter_object_list", "wait", "_wait", "inference_all_reduce",
+    "batch_isend_irecv"})
 _BARE = re.compile(r"\s|Thread |Current thread |Process \d|Python v|File ")
 _HOST_INDENT = re.compile(r"^(?:[A-Za-z][\w.-]*\d|\d{1,6}): (?=\s)")   # "node-7:     frame (...)": split_prefix keeps it
 _COMM_PATH = re.compile(r"torch[/\\]distributed[/\\]|distributed_c10d\.py|deepspeed[/\\]comm[/\\]")
@@ -164,10 +165,15 @@ class ThreadDumpObserver:
             errs[0].captures.setdefault("stuck_frame", stuck)
 
 
-def hang_finding(info: Optional[dict[str, Any]], last_progress: int, lang: Optional[str]) -> Optional[Finding]:
+def hang_finding(info: Optional[dict[str, Any]], last_progress: int, lang: Optional[str],
+                 scanner: Any = None) -> Optional[Finding]:
     """An error for a job whose last thread dump shows the main thread waiting in a collective with no
-    progress after the dump (the verdict asks only when nothing else is an error and nothing died)."""
-    if not info or not info.get("collective") or last_progress > info["end"]:
+    progress after the dump (the verdict asks only when nothing else is an error and nothing died). A
+    progress line after the dump whose step counter stands where it stood before it (`tail` of the log
+    showing the same "0/100" bar again) is no progress."""
+    if not info or not info.get("collective"):
+        return None
+    if last_progress > info["end"] and (scanner is None or scanner.steps_after(info["line"], epochs=False) > 0):
         return None
     entry = detector_texts()["collective_hang"]
     text = entry["zh" if lang == "zh" else "en"]

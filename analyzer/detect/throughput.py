@@ -48,7 +48,7 @@ TAIL = 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC)
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|, +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
              rb"(?m:^#\s*(?:Date\s+Time\s+)?gpu\s)|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -59,10 +59,10 @@ _MEG = rb"elapsed time per iteration \(ms\):\s*([0-9.]+)"
 _DS = rb"(?:CurrSamplesPerSec|[^A-Za-z]SamplesPerSec)=([0-9.]+)"
 _VERL = rb"""(?:timing_s/step:|['"]timing/step['"]:\s*)([0-9.]+)"""
 # a training loop's own rate: "Speed 521.79 samples/sec", "tokens_per_second=1,781" (torchtune's
-# "tokens_per_second_per_gpu:576.6"), torchtitan's "tps: 6,452",
+# "tokens_per_second_per_gpu:576.6"), torchtitan's "tps: 6,452", NeMo Automodel's "| tps 6484.78(405.30/gpu) |",
 # mlx-lm's "Iter 10: ... Tokens/sec 192.224", a loss line's samples per second in Hz (voxceleb_trainer:
 # "Processing 19200 of 1092009:Loss 13.9 TEER/TAcc 21.1% - 312.50 Hz"; a loss on the line keeps "16000 Hz" out)
-_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second(?:_per_gpu)?[=:]|tps:|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
+_RATE = (rb"([0-9][0-9,]*(?:\.[0-9]+)?) ?samples/sec|(?:tokens_per_second(?:_per_gpu)?[=:]|tps:|\| tps(?= [0-9])|Tokens/sec) *([0-9][0-9,]*(?:\.[0-9]+)?)"
          rb"|[Ll]oss\b[^\n]*? ([0-9][0-9,]*(?:\.[0-9]+)?) Hz\b")
 _VERL_GEN = rb"""(?:timing_s/gen:|['"]timing/generate['"]:\s*)([0-9.]+)"""
 # a loop's own step time in seconds (MONAI tutorials: "3/16, train_loss: 0.6612, step time: 0.2268")
@@ -435,6 +435,9 @@ class ThroughputTracker:
             nums.pop("pipeline", None)
         elif idle_err:
             nums["pipeline"] = True
+        # a slowdown by rise_factor that a second, independent reading confirms (GPUs idle in some snapshots, or
+        # periodic long steps: the input pipeline stalls) is as strong as one by rise_error
+        strong = strong or ("rise" in nums and ("idle_some" in nums or "period" in nums))
         # a strong slowdown in a run that did not finish: the job is degrading as the log ends
         sev = "error" if (idle_err or crawl or self.stop is not None or (strong and not self.finished_line)) else "warning"
         line = first_line or last_line or self.last_entry_line or 1    # (a generation share has no line of its own)
