@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Any, Optional
 
-from llmtriage.detect.spec import verdict_spec
+from llmtriage.detect.spec import compiled, verdict_spec
 from llmtriage.engine.logparse import split_prefix
 
 try:  # pragma: no cover - exercised when google-re2 is installed
@@ -51,11 +51,6 @@ class Marker:
 @lru_cache(maxsize=256)
 def _marker_rx(source: bytes) -> Any:
     return re.compile(source, re.MULTILINE)
-
-
-@lru_cache(maxsize=8)
-def _evidence_rx(source: str) -> Any:
-    return re.compile(source) if source else None
 
 
 @lru_cache(maxsize=1)
@@ -337,7 +332,7 @@ class Scanner:
         its engine was gone (uvicorn's orderly shutdown, then the container's "exited with code 0")."""
         if finish[1] not in spec.get("finishes", ()):
             return False
-        rx = _evidence_rx(spec.get("evidence", ""))
+        rx = compiled(spec["evidence"]) if spec.get("evidence") else None
         died = max((d[0] for d in self.hits.get("death", ()) if d[0] < finish[0]
                     and d[1] in spec.get("deaths", ()) and (rx is None or rx.search(d[2]))), default=0)
         return died > 0 and self.last_progress_before(finish[0]) < died
