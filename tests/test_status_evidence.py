@@ -251,3 +251,28 @@ def test_the_llama_server_leaving_its_main_loop_is_its_death_and_health_checks_a
     top = [f for f in rep.findings if f.severity == "error"][0]
     # retried just before the death it caused: not a recovery
     assert top.category == "seq-too-long" and top.judgement is None
+
+
+SERVED = '(APIServer pid=1) INFO:     172.18.0.1:50412 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+ENGINE_DEATH = ("(EngineCore pid=104) ERROR 05-05 12:36:59 [core.py:1233] EngineCore encountered a fatal error.\n"
+                "(APIServer pid=1) ERROR 05-05 12:36:59 [async_llm.py:693] vllm.v1.engine.exceptions.EngineDeadError: "
+                "EngineCore encountered an issue. See stack trace (above) for the root cause.\n"
+                "(EngineCore pid=104) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB. "
+                "GPU 0 has a total capacity of 23.56 GiB of which 56.88 MiB is free.\n"
+                "(APIServer pid=1) INFO:     Shutting down\n"
+                "(APIServer pid=1) INFO:     Finished server process [1]\n")
+
+
+def test_a_server_exit_zero_after_its_engine_died_is_no_finish():
+    # the front end shut down in order because its engine was gone: the container's exit code 0 is
+    # the death's consequence, so the engine's OOM stays the error that ended the server
+    rep = _rep(SERVED * 3 + ENGINE_DEATH + "vllm-qwen36 exited with code 0\n")
+    assert rep.extra["status"] == "crashed" and rep.extra["death"]["name"] == "engine-dead"
+    assert [f.category for f in rep.findings if f.severity == "error"][:1] == ["cuda-oom"]
+
+
+def test_an_exit_zero_after_the_server_went_on_serving_is_a_finish():
+    # requests served between the engine's death line and the exit: whatever died was not the server
+    rep = _rep(SERVED + ENGINE_DEATH + SERVED * 3 + "vllm-qwen36 exited with code 0\n")
+    assert rep.extra["status"] == "finished"
+    assert not [f for f in rep.findings if f.severity == "error"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Any, Optional
 
-from llmtriage.detect.spec import verdict_spec
+from llmtriage.detect.spec import compiled, verdict_spec
 from llmtriage.engine.logparse import split_prefix
 
 try:  # pragma: no cover - exercised when google-re2 is installed
@@ -315,12 +315,27 @@ class Scanner:
 
     def finishes(self) -> list[tuple[int, str, str]]:
         """The finish lines, less those of markers that end only an inference job (`inference_finish`:
-        "Processed prompts: 100%" is one rollout step of an RL run) when the log is a training run."""
+        "Processed prompts: 100%" is one rollout step of an RL run) when the log is a training run,
+        and less an orderly exit that only closed a server whose engine had died (`death_closes_finish`)."""
         hits = self.hits.get("finish", [])
+        closes = verdict_spec().get("death_closes_finish")
+        if closes and hits:
+            hits = [h for h in hits if not self._closes_death(h, closes)]
         if "training" not in self.seen:
             return hits
         only = set(verdict_spec().get("inference_finish", ()))
         return [h for h in hits if h[1] not in only]
+
+    def _closes_death(self, finish: tuple[int, str, str], spec: dict[str, Any]) -> bool:
+        """A finish of a `finishes` kind after a death of a `deaths` kind whose line reads `evidence`
+        (a serving engine's death), with no progress between them: the front end shut down because
+        its engine was gone (uvicorn's orderly shutdown, then the container's "exited with code 0")."""
+        if finish[1] not in spec.get("finishes", ()):
+            return False
+        rx = compiled(spec["evidence"]) if spec.get("evidence") else None
+        died = max((d[0] for d in self.hits.get("death", ()) if d[0] < finish[0]
+                    and d[1] in spec.get("deaths", ()) and (rx is None or rx.search(d[2]))), default=0)
+        return died > 0 and self.last_progress_before(finish[0]) < died
 
     def last(self, kind: str) -> int:
         hits = self.finishes() if kind == "finish" else self.hits.get(kind, ())
