@@ -181,6 +181,11 @@ def test_short_zero_grad_tail_with_flat_grpo_rewards_is_an_error():
     (b"{'loss': 0.01, 'reward': 0.5, 'reward_std': 0.05, 'frac_reward_zero_std': 0.125}", False),
     (b"{'loss': 0.01, 'reward': 0.5, 'reward_std': 0.0e-3}", True),
     (b"{'loss': 0.01, 'reward': 0.5, 'reward_std': 0.012, 'frac_reward_zero_std': 1.5}", False),
+    (b"step:7 - actor/pg_loss:0.000 - actor/grad_norm:0.000 - critic/advantages/mean:0.000 - "
+     b"critic/advantages/max:0.000 - critic/advantages/min:0.000 - critic/returns/mean:0.000", True),
+    (b"step:7 - actor/pg_loss:0.004 - actor/grad_norm:0.183 - critic/advantages/mean:-0.001 - "
+     b"critic/advantages/max:1.436 - critic/advantages/min:-1.677", False),
+    (b"step:7 - critic/advantages/max:0.0 - critic/advantages/min:-0.5 - critic/returns/mean:0.0", False),
 ])
 def test_flat_reward_fields(line, flat):
     assert P.is_flat_reward(line) is flat
