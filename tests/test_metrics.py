@@ -151,6 +151,46 @@ def test_grad_norm_dropping_to_zero_for_good_is_an_error():
     assert kinds(_tracker(_hf([0.3] * 20 + [0.0] * 4, [1.0] * 20 + [0.0] * 4))) == set()
 
 
+def _grpo(rows):
+    """TRL GRPO records from (loss, grad_norm, reward, reward_std, frac_reward_zero_std) rows."""
+    return "\n".join(f"  {i}%|#         | {i + 1}/900 [00:30<7:40:00, 30.6s/it]\n"
+                     f"{{'loss': {loss}, 'grad_norm': {g}, 'learning_rate': 2e-06, 'reward': {r}, 'reward_std': {sd}, "
+                     f"'frac_reward_zero_std': {fz}, 'completions/mean_length': 400.0, 'epoch': 0.02}}"
+                     for i, (loss, g, r, sd, fz) in enumerate(rows)) + "\n"
+
+
+def test_short_zero_grad_tail_with_flat_grpo_rewards_is_an_error():
+    # one normal GRPO record, then reward 0 / reward_std 0 / frac_reward_zero_std 1 with loss and grad_norm 0:
+    # every advantage is 0 -- shorter than zero_tail_records, but each record says why nothing is learned
+    rows = [(-0.2874, 6.23, 0.375, 0.5175, 0.0)] + [(0.0, 0.0, 0.0, 0.0, 1.0)] * 5
+    [a] = D.detect(_tracker(_grpo(rows)))
+    assert (a.kind, a.category, a.severity) == ("zero_grad_late", "no-grad", "error")
+    assert a.numbers["records"] == 5
+    # the same tail without the reward fields (or with rewards that still vary) stays below the bar
+    assert kinds(_tracker(_hf([-0.2874] + [0.0] * 5, [6.23] + [0.0] * 5))) == set()
+    varied = [(-0.2874, 6.23, 0.375, 0.5175, 0.0)] + [(0.0, 0.0, 0.25, 0.31, 0.5)] * 5
+    assert kinds(_tracker(_grpo(varied))) == set()
+    # flat rewards on a few steps that end a long learning run are not a dead run
+    long = [(0.01, 0.8, 0.4, 0.45, 0.1)] * 12 + [(0.0, 0.0, 0.0, 0.0, 1.0)] * 4
+    assert kinds(_tracker(_grpo(long))) == set()
+
+
+@pytest.mark.parametrize("line, flat", [
+    (b"{'loss': 0.0, 'reward': 0.0, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0}", True),
+    (b"{'loss': 0.0, 'reward': 0.5, 'reward_std': 0.0}", True),
+    (b"{'loss': 0.01, 'reward': 0.5, 'reward_std': 0.05, 'frac_reward_zero_std': 0.125}", False),
+    (b"{'loss': 0.01, 'reward': 0.5, 'reward_std': 0.0e-3}", True),
+    (b"{'loss': 0.01, 'reward': 0.5, 'reward_std': 0.012, 'frac_reward_zero_std': 1.5}", False),
+    (b"step:7 - actor/pg_loss:0.000 - actor/grad_norm:0.000 - critic/advantages/mean:0.000 - "
+     b"critic/advantages/max:0.000 - critic/advantages/min:0.000 - critic/returns/mean:0.000", True),
+    (b"step:7 - actor/pg_loss:0.004 - actor/grad_norm:0.183 - critic/advantages/mean:-0.001 - "
+     b"critic/advantages/max:1.436 - critic/advantages/min:-1.677", False),
+    (b"step:7 - critic/advantages/max:0.0 - critic/advantages/min:-0.5 - critic/returns/mean:0.0", False),
+])
+def test_flat_reward_fields(line, flat):
+    assert P.is_flat_reward(line) is flat
+
+
 def test_slow_healthy_fall_is_not_suspicious():
     losses = [round(2.5 * 0.97 ** i, 4) for i in range(200)]      # below 0.1 only after ~105 records
     assert "fall" not in {k for k, _ in kinds(_tracker(_hf(losses)))}

@@ -133,7 +133,10 @@ def _zero_lr_grad(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
     run = 0
     while run < len(grads) and grads[-1 - run].grad_norm == 0:
         run += 1
-    if run >= th.zero_tail_records and 2 * run >= len(grads) and run < len(grads):
+    # a shorter run counts when every record of it says why the gradient is 0: RL rewards with no spread in
+    # any group (reward_std 0, frac_reward_zero_std 1) leave every advantage at 0, nothing is learned
+    explained = run >= th.zero_min_records and all(r.flat_reward for r in grads[len(grads) - run:])
+    if (run >= th.zero_tail_records or explained) and 2 * run >= len(grads) and run < len(grads):
         z = grads[-run:]
         zl = [r.loss for r in z if finite(r.loss)]
         zsame = bool(zl) and min(zl) == max(zl)

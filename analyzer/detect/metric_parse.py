@@ -217,6 +217,8 @@ class Record:
     lr: Optional[float] = None
     epoch: Optional[float] = None
     rl: bool = False           # an RL (GRPO/PPO) record: a zero or negative loss is not suspicious
+    flat_reward: bool = False  # ... whose group rewards have no spread (reward_std 0 / frac_reward_zero_std 1):
+                               # every advantage is 0, so a zero gradient on it is explained
 
     @property
     def at(self) -> str:
@@ -234,6 +236,17 @@ def is_rl_line(text: bytes) -> bool:
     if not any(w in text for w in _RL_WORDS):
         return False
     return any(w in _EMPTY_FIELD.sub(b"", text) for w in _RL_WORDS) if b"null" in text or b"None" in text else True
+
+
+# an RL record whose rewards do not vary within any group (TRL / ms-swift / open-r1 keys), or whose advantages
+# are all 0 (verl prints their max and min side by side): the policy loss and its gradient are 0 by construction
+_FLAT_REWARD = re.compile(rb"""['"]frac_reward_zero_std['"]\s*:\s*['"]?1(?:\.0*)?(?![\d.])|['"]reward_std['"]\s*:\s*['"]?0(?:\.0*)?(?:[eE][-+]?\d+)?(?![\d.])"""
+                          rb"""|critic/advantages/max:\s*-?0(?:\.0*)?\s+-\s+critic/advantages/min:\s*-?0(?:\.0*)?(?![\d.])""")
+
+
+def is_flat_reward(text: bytes) -> bool:
+    """Whether an RL metric line says every group's rewards were identical (no advantage to learn from)."""
+    return (b"reward" in text or b"advantages" in text) and _FLAT_REWARD.search(text) is not None
 
 
 # a row of the Trainer's end-of-run table ("  train_loss               =     0.7963")

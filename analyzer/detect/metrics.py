@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import Record, is_rl_line, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_parse import Record, is_flat_reward, is_rl_line, parse_line, regexes, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 from llmtriage.detect.metric_thresholds import THRESHOLDS, Thresholds, configure
@@ -95,11 +95,12 @@ class MetricTracker:
         self._table: Optional[tuple[bytes, list[Optional[int]], bool]] = None   # a loss table being read
 
     # ---------------------------------------------------------------- feeding
-    def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None, rl: bool = False) -> Record:
+    def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None, rl: bool = False,
+            flat_reward: bool = False) -> Record:
         step, loss, grad, lr, epoch = parsed
         if step is None:
             step = bar_step
-        rec = Record(self.count, line, step, loss, grad, lr, epoch, rl)
+        rec = Record(self.count, line, step, loss, grad, lr, epoch, rl, rl and flat_reward)
         self.count += 1
         if grad is not None:
             self.grad_seen += 1
@@ -289,8 +290,10 @@ class MetricTracker:
                                                   self._bar_before(view, ls), parsed[1], parsed[2], parsed[3], parsed[4])
                     return
                 continue
+            text = view[ls:le]
+            rl = is_rl_line(text)
             self.add(line_base + nl, parsed, self._bar_before(view, ls) if parsed[0] is None else None,
-                     is_rl_line(view[ls:le]))
+                     rl, rl and is_flat_reward(text))
 
     def _tables(self, lines: bytes, view: bytes, line_base: int) -> None:
         """Notebook loss tables: a header line names the columns, the rows below it are numbers only
