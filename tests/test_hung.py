@@ -82,3 +82,76 @@ def test_a_short_silence_after_an_undated_bar_is_no_hang():
     # without a time stamp after the bar, under two hours is not enough to call it hung
     errors, _ = _errors(_bar_log("  0%|          | 0/1875 [00:00<?, ?it/s]", "04:40:00"))
     assert errors[0].rule_id != "verdict-hung-until-killed"
+
+
+# ---------------------------------------------------------------- a stop short of the time limit
+def _stopped_log(kill: str, every: int = 60, after: str = "", saves: str = "", steps: int = 30,
+                 head: str = "+ srun torchrun --nnodes 4 --nproc_per_node 8 pretrain.py\n[rank0] NCCL INFO NCCL version 2.21.5\n") -> str:
+    """A distributed job that logs a step every `every` seconds from 02:00:00, then `after`, then `kill`."""
+    rows = []
+    for i in range(1, steps + 1):
+        t = 2 * 3600 + i * every
+        rows.append(f"[2026-11-27 {t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d},118] step {i}/5000 loss {3.0 - i * 0.01:.3f}\n")
+        if saves and i == steps // 2:
+            rows.append(saves)
+    return head + "".join(rows) + after + kill
+
+
+_SCANCEL = "slurmstepd: error: *** JOB 771204 ON gpu-a41 CANCELLED AT 2026-11-27T{at} ***\nsrun: error: gpu-a41: tasks 0-7: Terminated\n"
+
+
+def test_a_users_scancel_many_logging_intervals_after_the_last_step_is_a_hang():
+    # steps every minute until 02:30, then nothing until the user's scancel at 02:48: 18 intervals of silence
+    errors, rep = _errors(_stopped_log(_SCANCEL.format(at="02:48:10")))
+    assert errors[0].rule_id == "verdict-hung-until-killed" and errors[0].category == "nccl-timeout", \
+        [f.rule_id for f in errors]
+    assert "stopped from outside" in errors[0].message and errors[0].captures["cadence"] == "60"
+    assert rep.extra["action"] == "retry"
+    kill = next(f for f in rep.findings if f.rule_id == "slurm-job-cancelled")
+    assert kill.severity == "warning" and kill.judgement["context"] == "hung-until-killed"
+
+
+def test_a_stop_a_few_minutes_after_the_last_step_is_no_hang():
+    errors, _ = _errors(_stopped_log(_SCANCEL.format(at="02:36:00")))      # 6 min: under min_gap_s
+    assert errors[0].rule_id != "verdict-hung-until-killed"
+
+
+def test_a_silence_of_a_few_logging_intervals_of_a_sparse_logger_is_no_hang():
+    # a step logged every 5 minutes: 25 minutes of silence is 5 intervals, not a stall
+    errors, _ = _errors(_stopped_log(_SCANCEL.format(at="04:55:00"), every=300, steps=30))
+    assert errors[0].rule_id != "verdict-hung-until-killed"
+
+
+def test_a_save_still_running_weighs_against_a_hang_by_the_jobs_own_earlier_save():
+    # steps every minute; the earlier save took 12 minutes (02:15 -> the next step at 02:27); steps go on to
+    # 02:40, a save begins at 02:40:30, and the user stops the job at 03:00:10: 20 minutes, within twice the
+    # job's own save, so not judged hung
+    def at(m: int) -> str:
+        return f"[2026-11-27 {2 + m // 60:02d}:{m % 60:02d}:00,118]"
+    rows = [f"{at(m)} step {m}/5000 loss {3.0 - m * 0.01:.3f}\n" for m in range(1, 16)]
+    rows.append("[2026-11-27 02:15:10,001] Saving checkpoint to /lustre/ckpt/step_15 ...\n")
+    rows += [f"{at(m)} step {m - 11}/5000 loss {3.0 - m * 0.01:.3f}\n" for m in range(27, 41)]
+    head = "+ srun torchrun --nnodes 4 --nproc_per_node 8 pretrain.py\n[rank0] NCCL INFO NCCL version 2.21.5\n"
+    kill = _SCANCEL.format(at="03:00:10")
+    in_flight = "[2026-11-27 02:40:30,001] Saving checkpoint to /lustre/ckpt/step_30 ...\n"
+    errors, _ = _errors(head + "".join(rows) + in_flight + kill)
+    assert errors[0].rule_id != "verdict-hung-until-killed"
+    # the same silence with no save in flight is a hang
+    errors, _ = _errors(head + "".join(rows) + kill)
+    assert errors[0].rule_id == "verdict-hung-until-killed"
+
+
+def test_a_preemption_after_a_silence_stays_the_schedulers():
+    kill = "slurmstepd: error: *** JOB 771204 ON gpu-a41 CANCELLED AT 2026-11-27T02:48:10 DUE TO PREEMPTION ***\n"
+    errors, _ = _errors(_stopped_log(kill))
+    assert errors[0].rule_id == "slurm-job-cancelled"
+
+
+def test_a_sigterm_no_rule_names_is_judged_once_the_verdict_names_it():
+    # mpirun's "exited on signal 15" is a death the verdict names late (scheduler-kill family); the wrapper's
+    # closing line after it dates the stop
+    kill = ("mpirun noticed that process rank 0 with PID 4411 on node w-0 exited on signal 15 (Terminated).\n"
+            "[2026-11-27 02:50:02] launcher: received SIGTERM, exiting 143\n")
+    errors, rep = _errors(_stopped_log(kill, head="+ mpirun -np 32 python train.py\nw-0:4411:4470 [0] NCCL INFO NCCL version 2.21.5\n"))
+    assert errors[0].rule_id == "verdict-hung-until-killed", [f.rule_id for f in errors]
+    assert "20 min" in errors[0].message

@@ -971,8 +971,11 @@ def test_a_store_timeout_before_any_step_is_fix_and_after_progress_is_retry():
     steps = "".join(f"{{'loss': {2.0 - i / 100}, 'grad_norm': 1.1, 'learning_rate': 1e-05, 'epoch': {i / 100}}}\n"
                     for i in range(1, 8))
     assert run(steps + err).extra["action"] == "retry"       # it had been training: a peer fault, transient
+    # the c10d client never reached the store: a rendezvous connection failure (nccl-error) whose address,
+    # port or peer start a rerun repeats (rules/nccl-error/c10d-store-connect-timeout.yaml)
     connect = "TimeoutError: The client socket has timed out after 900s while trying to connect to (10.0.0.1, 29500).\n"
-    assert run(connect).extra["action"] == "retry"            # the store never came up: nodes started apart
+    rep = run(connect)
+    assert errors(rep)[0].category == "nccl-error" and rep.extra["action"] == "fix"
 
 
 def test_a_collective_peer_hanging_up_after_the_run_finished_is_teardown():

@@ -1,4 +1,4 @@
-"""A job the scheduler stopped at its time limit long after its last progress: it hung.
+"""A distributed job stopped from outside long after its last progress: it hung.
 
 Slurm prints when it cancelled a job (`CANCELLED AT <date-time> DUE TO TIME LIMIT`). When the log's
 last progress line is followed by a time stamp hours before that, and the gap is many step times
@@ -7,11 +7,19 @@ cancellation its symptom. Only for distributed jobs (ranks, NCCL, a launcher), w
 in a collective for a peer that never comes is what such a silent stop is; the finding takes the
 collective-hang category (rules/detectors.yaml `hung_until_killed`, thresholds in
 rules/verdict.yaml `hung_until_killed`).
+
+A kill short of the time limit (a user's scancel, a SIGTERM, a deleted pod) is judged the same way
+against the job's own logging cadence: the median interval between its time-stamped progress lines.
+A silence of many such intervals (and at least `min_gap_s`) before the kill is a stall the kill only
+ended. A checkpoint save or an evaluation begun after the last progress and still running weighs
+against it: the silence must then outlast the job's own longest earlier save or evaluation (or
+`min_gap_phase_s` when the log shows none).
 """
 from __future__ import annotations
 
 import re
 from datetime import datetime
+from statistics import median
 from typing import Any, Optional
 
 from llmtriage.detect.metric_findings import detector_texts
@@ -55,54 +63,126 @@ def _hours(s: float) -> str:
     return f"{h} h {m:02d} min" if h else f"{m} min"
 
 
-def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, spec: Optional[dict[str, Any]],
-                      lang: Optional[str]) -> None:
-    if not spec:
-        return
-    errors = [f for f in findings if f.severity == "error"]
-    kill = next((f for f in errors if f.rule_id in spec["rules"]
-                 and re.search(spec["evidence"], f.evidence)), None)
-    if kill is None or any(f.line > 0 and f.category not in spec["over"] and f is not kill for f in errors):
-        return      # another error explains the job; this is only about a kill nothing else explains
+def _kill(errors: list[Finding], spec: dict[str, Any]) -> tuple[Optional[Finding], dict[str, Any]]:
+    """The first error finding that is a kill of one of the spec's `kills` kinds, and that kind."""
+    for kind in spec["kills"]:
+        for f in errors:
+            if (f.rule_id in kind.get("rules", ()) or f.category in kind.get("categories", ())) \
+                    and re.search(kind["evidence"], f.evidence) \
+                    and not (kind.get("unless") and re.search(kind["unless"], f.evidence)):
+                return f, kind
+    return None, {}
+
+
+def _kill_time(kill: Finding, scanner: Scanner, after: int) -> Optional[float]:
+    """The kill's own time stamp, else the first full one within `after` lines after it (a wrapper's
+    closing line): at or after the kill, so the silence is never made longer than the log shows... by
+    more than those lines."""
     stamp = parse_time(kill.evidence)
-    progress = scanner.last_progress_before(kill.line)
-    if stamp is None or stamp[0] != "iso" or not progress:
-        return
-    year = datetime.fromtimestamp(stamp[1]).year
-    since, at_line, prog_row = None, 0, ""
-    before, before_line = None, 0       # the last time stamp at or before the progress line
-    distributed = False
-    for n, raw in scanner.rows(progress - 200):
-        text = raw.decode("utf-8", "replace")
-        distributed = distributed or bool(_DISTRIBUTED.search(text))
-        if n == progress:
-            prog_row = text
-        if n < kill.line and (since is None or n < progress):
+    if stamp is not None and stamp[0] == "iso":
+        return stamp[1]
+    for n, raw in scanner.rows(kill.line):
+        if n > kill.line + after:
+            break
+        stamp = parse_time(raw.decode("utf-8", "replace"))
+        if stamp is not None and stamp[0] == "iso":
+            return stamp[1]
+    return None
+
+
+class _Window:
+    """What the rows before the kill say: the progress line's time, the job's logging cadence, its
+    earlier saves/evaluations and one still running after the last progress."""
+
+    def __init__(self, scanner: Scanner, progress: int, kill_line: int, kill_at: float, long_phase: str) -> None:
+        year = datetime.fromtimestamp(kill_at).year
+        self.since: Optional[float] = None
+        self.at_line = 0
+        self.prog_row = ""
+        self.before: Optional[float] = None     # the last time stamp at or before the progress line
+        self.before_line = 0
+        self.distributed = "distributed-job" in scanner.seen
+        self.in_flight = False                  # a save/evaluation began after the last progress
+        prog_times: list[float] = []
+        phase_at: Optional[float] = None
+        self.phases: list[float] = []           # earlier saves/evaluations: start to the next progress
+        phase_rx = re.compile(long_phase) if long_phase else None
+        for n, raw in scanner.rows(progress - 200):
+            if n >= kill_line:
+                break
+            text = raw.decode("utf-8", "replace")
+            self.distributed = self.distributed or bool(_DISTRIBUTED.search(text))
+            if n == progress:
+                self.prog_row = text
             # of the line's time stamps the latest not after the kill: a prefix a collector added
             # later is another clock
-            stamps = [t for kind, t in parse_times(text, year) if kind == "iso" and t <= stamp[1]]
-            if stamps and n >= progress:
-                since, at_line = max(stamps), n
-            elif stamps:
-                before, before_line = max(stamps), n
-    inferred = False
-    if since is None and before is not None:
-        since, at_line = _bar_time(prog_row, before), before_line
-        inferred = since is not None
-    if since is None or not distributed:
-        return
-    gap = stamp[1] - since
-    step = _step_seconds(report, prog_row)
-    need = max(float(spec["min_gap_s"]), float(spec["step_factor"]) * step) if step else float(spec["min_gap_unknown_s"])
+            stamps = [t for kind, t in parse_times(text, year) if kind == "iso" and t <= kill_at]
+            is_phase = phase_rx is not None and bool(phase_rx.search(text))
+            if n > progress and is_phase:
+                self.in_flight = True
+            if self.since is None or n < progress:
+                if stamps and n >= progress:
+                    self.since, self.at_line = max(stamps), n
+                elif stamps:
+                    self.before, self.before_line = max(stamps), n
+            if n > progress or not stamps:
+                continue
+            if is_phase and phase_at is None:
+                phase_at = max(stamps)
+            elif scanner.is_progress(raw):
+                if phase_at is not None and max(stamps) > phase_at:
+                    self.phases.append(max(stamps) - phase_at)
+                phase_at = None
+                prog_times.append(max(stamps))
+        gaps = [b - a for a, b in zip(prog_times, prog_times[1:]) if b > a]
+        self.cadence: Optional[float] = median(gaps) if len(gaps) >= 3 else None
+
+
+def _needed(kind: dict[str, Any], win: _Window, step: Optional[float], inferred: bool) -> float:
+    """The silence before the kill that makes a hang, for this kind of kill."""
+    known = [float(kind["step_factor"]) * step] if step else []
+    if win.cadence and kind.get("cadence_factor"):
+        known.append(float(kind["cadence_factor"]) * win.cadence)
+    need = max([float(kind["min_gap_s"]), *known]) if known else float(kind["min_gap_unknown_s"])
     if inferred:
-        need = max(need, float(spec["min_gap_unknown_s"]))
-    if gap < need or gap > float(spec["max_gap_s"]):
+        need = max(need, float(kind["min_gap_unknown_s"]))
+    if win.in_flight and kind.get("phase_factor"):
+        need = max(need, float(kind["phase_factor"]) * max(win.phases) if win.phases
+                   else float(kind["min_gap_phase_s"]))
+    return need
+
+
+def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, spec: Optional[dict[str, Any]],
+                      lang: Optional[str]) -> None:
+    if not spec or any(f.judgement and f.judgement.get("context") == "hung-until-killed" for f in findings):
+        return      # judged already (a kill a rule named, before the verdict named the rest)
+    errors = [f for f in findings if f.severity == "error"]
+    kill, kind = _kill(errors, spec)
+    if kill is None or any(f.line > 0 and f.category not in spec["over"] and f is not kill for f in errors):
+        return      # another error explains the job; this is only about a kill nothing else explains
+    kill_at = _kill_time(kill, scanner, int(kind.get("stamp_after", 0)))
+    progress = scanner.last_progress_before(kill.line)
+    if kill_at is None or not progress:
+        return
+    win = _Window(scanner, progress, kill.line, kill_at, spec.get("long_phase", "") if kind.get("phase_factor") else "")
+    since, at_line, inferred = win.since, win.at_line, False
+    if since is None and win.before is not None:
+        since, at_line = _bar_time(win.prog_row, win.before), win.before_line
+        inferred = since is not None
+    if since is None or not win.distributed:
+        return
+    gap = kill_at - since
+    step = _step_seconds(report, win.prog_row)
+    if gap < _needed(kind, win, step, inferred) or gap > float(spec["max_gap_s"]):
         return      # no hang, or two clocks that do not belong together (a prefix added later)
     entry = detector_texts()["hung_until_killed"]
     text = entry["zh" if lang == "zh" else "en"]
+    text = {**text, **text.get(kind.get("texts", ""), {})}     # a kill short of the time limit: its own words
     values = {"gap": _hours(gap), "line": str(progress), "at": str(at_line),
-              "killed": kill.captures.get("time", ""), "step": f"{step:.0f}" if step and step >= 1 else ""}
-    bar = _BAR_ELAPSED.findall(prog_row)
+              "killed": kill.captures.get("time", "") or datetime.fromtimestamp(kill_at).strftime("%Y-%m-%dT%H:%M:%S"),
+              "step": f"{step:.0f}" if step and step >= 1 else "",
+              "cadence": f"{win.cadence:.0f}" if win.cadence and kind.get("cadence_factor") else ""}
+    bar = _BAR_ELAPSED.findall(win.prog_row)
     if bar:
         values["done"] = bar[-1][0]     # steps the bar had counted: 0 = no step ever completed
     message = render_template(text["message"], values).strip()

@@ -416,10 +416,14 @@ class PhaseTracker:
         errs = sorted((f for f in findings if f.severity == "error"), key=lambda f: f.sort_key())
         top = errs[0] if errs else None
         phase = self.phase_at(top.line if top is not None else None)
-        if top is not None and records and phase not in ("evaluation", "checkpoint-save", "generation"):
-            # metric records between the last marker and the failing line: it died in a training step
-            since = max((ln for ln, _ in self.events if isinstance(ln, int) and ln <= top.line), default=0)
-            if any(since < r.line <= top.line for r in records):
+        if records and phase not in ("evaluation", "generation"):
+            # metric records between the last marker and the failing line (the end of the log when no
+            # error is known yet): it died in a training step; after a save marker, two or more (training
+            # went on after the save: one record may be the save's own step)
+            end = top.line if top is not None else float("inf")
+            since = max((ln for ln, _ in self.events if isinstance(ln, int) and ln <= end), default=0)
+            after = sum(1 for r in records if since < r.line <= end)
+            if after >= (2 if phase == "checkpoint-save" else 1) and (top is not None or phase == "checkpoint-save"):
                 phase = "training"
         fallback = _CATEGORY_PHASE.get(top.category) if top is not None else None
         if top is not None and top.category in _METRIC_CATEGORIES and phase != "evaluation":

@@ -41,6 +41,9 @@ class Marker:
     literals: tuple[bytes, ...]
     source: bytes
     tail: int = 0          # a death marker that counts only within this many lines of the log's end (0: anywhere)
+    # (group, min): the marker is seen only once its regex's named `group` took `min` distinct values (a port
+    # error reported by two hosts is a fabric-wide flap, by one host that node's link)
+    distinct: Optional[tuple[str, int]] = None
 
     @property
     def regex(self) -> Any:
@@ -56,7 +59,9 @@ def _marker_rx(source: bytes) -> Any:
 @lru_cache(maxsize=1)
 def markers() -> tuple[Marker, ...]:
     return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode(),
-                        int(m.get("tail", 0))) for m in verdict_spec()["markers"])
+                        int(m.get("tail", 0)),
+                        (m["distinct"]["group"], int(m["distinct"]["min"])) if m.get("distinct") else None)
+                 for m in verdict_spec()["markers"])
 
 
 def _line_at(view: bytes, pos: int) -> tuple[int, int]:
@@ -124,6 +129,7 @@ class Scanner:
         self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
         self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
         self._tail_lines: list[tuple[int, bytes]] = []   # the same blocks with `\r` kept (one row per line)
+        self._distinct: dict[str, set[bytes]] = {}         # a `distinct` marker's values so far
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         self._tail = [*self._tail[-1:], (line_base, view)]
@@ -146,8 +152,14 @@ class Scanner:
         for m, todo in spans.items():
             found = 0
             for a, b in todo:
-                if not m.regex.search(view, a, b):
+                hit = m.regex.search(view, a, b)
+                if not hit:
                     continue
+                if m.distinct is not None:
+                    values = self._distinct.setdefault(m.name, set())
+                    values.add(hit.group(m.distinct[0]) or b"")
+                    if len(values) < m.distinct[1]:
+                        continue
                 self.seen.update((m.name, m.kind))
                 if m.kind in ("training", "context"):
                     changed = True
@@ -300,11 +312,15 @@ class Scanner:
         for n, raw in self._rows(max(1, line - window)):
             if n >= line:
                 break
-            shown = _shown(raw)
-            if any(lit in shown for m in self._progress_markers for lit in m.literals) and \
-                    any(m.regex.search(shown) for m in self._progress_markers):
+            if self.is_progress(raw):
                 best = n
         return best
+
+    def is_progress(self, raw: bytes) -> bool:
+        """Whether one row is a progress line (a progress marker of rules/verdict.yaml)."""
+        shown = _shown(raw)
+        return any(lit in shown for m in self._progress_markers for lit in m.literals) and \
+            any(m.regex.search(shown) for m in self._progress_markers)
 
     @property
     def last_progress(self) -> int:

@@ -32,6 +32,7 @@ from llmtriage.detect.echo import echo_handled
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.actions import action_for
+from llmtriage.detect.beside import category_beside
 from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
@@ -384,6 +385,9 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _yield_unknown(findings, lang, scanner)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
+    # a kill known only now (a death no rule named, placed in the scheduler-kill family): once more
+    hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
+    category_beside(findings, verdict_spec().get("category_beside"), lang)
     findings.sort(key=Finding.sort_key)
     for f in findings:
         f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id, report.extra.get("phase"),

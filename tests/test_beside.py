@@ -1,0 +1,49 @@
+"""Category and action from what else the log holds: the c10d connect timeout beside an NCCL watchdog
+timeout (analyzer/detect/beside.py, rules/verdict.yaml `category_beside`), and an IB port error from one
+host or from several (marker `ib-port-error-many-hosts`, actions.yaml `ib-port-flap-across-nodes`)."""
+from llmtriage import analyze
+
+CONNECT = ("[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying "
+           "to connect to (33.145.124.128, 29500).\n"
+           "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+           "(33.145.124.128, 29500).\n")
+WATCHDOG = ("[rank3]:[E108 20:31:02.118 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=3856, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800268 "
+            "milliseconds before timing out.\n")
+
+
+def _top(text):
+    rep = analyze(text)
+    errors = [f for f in rep.findings if f.severity == "error"]
+    return errors[0], rep
+
+
+def test_a_connect_timeout_alone_is_a_rendezvous_failure():
+    top, rep = _top(CONNECT)
+    assert top.rule_id == "c10d-store-connect-timeout" and top.category == "nccl-error"
+    assert rep.extra["action"] == "fix" and top.judgement is None
+
+
+def test_a_connect_timeout_beside_a_watchdog_timeout_is_a_collective_timeout():
+    top, rep = _top(WATCHDOG + CONNECT)
+    assert top.category == "nccl-timeout", [(f.rule_id, f.category) for f in rep.findings]
+    connect = next(f for f in rep.findings if f.rule_id == "c10d-store-connect-timeout")
+    assert connect.category == "nccl-timeout" and connect.judgement["category_was"] == "nccl-error"
+
+
+PORT = "{host}:3405{n}:3412{n} [{n}] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error\n"
+COMPLETION = ("node-51:73076:73185 [4] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer "
+              "node-48<37948> with error 12, opcode 2, len 1, vendor err 129\n")
+
+
+def test_an_ib_port_error_on_one_node_replaces_that_node():
+    log = "".join(PORT.format(host="node-48", n=n) for n in range(4)) + COMPLETION
+    top, rep = _top(log)
+    assert top.rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "replace-node"
+
+
+def test_ib_port_errors_from_several_nodes_are_a_fabric_flap_to_retry():
+    log = "".join(PORT.format(host=h, n=n) for n, h in enumerate(["node-48", "node-48", "node-51", "node-63"])) + COMPLETION
+    top, rep = _top(log)
+    assert top.rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "retry"
+    assert "several nodes" in rep.extra["action_reason"]
