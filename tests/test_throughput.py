@@ -445,3 +445,11 @@ def test_alternating_training_and_evaluation_bars_are_sampled_alike():
     t, found = _run("\n".join(rows) + "\n")
     assert t.steps["bar/500"].n >= 16
     assert found and "rise" in found[0].numbers
+
+
+def test_time_per_interval_is_a_mean_step_and_a_rise_at_every_sample_to_the_end_is_an_error():
+    text = "".join(f"[{k}K/600K] 30.49 30.80 31.11  loss: 0.06  time/1000 steps: {104.1 + 7 * k:.1f}s  (10:03:55)\n"
+                   for k in range(1, 31))
+    t, found = _run(text)
+    assert t.steps["loop"].n == 30 and abs(t.steps["loop"].values()[0][1] - 0.1111) < 1e-3
+    assert found and "rise" in found[0].numbers and found[0].severity == "error"

@@ -355,7 +355,10 @@ class ThroughputTracker:
                 else:
                     nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
                 first_line, last_line = vals[-k][0], vals[-1][0]
-                strong = lt >= th.rise_error * e
+                # or a timer (not a tqdm rate, smoothed: any step change decays into a monotone run) slower at
+                # nearly every sample to the end (a leak, a loader re-reading a growing file): no plateau
+                ups = [b > a for (_, a), (_, b) in zip(vals, vals[1:])] if not src.startswith("bar") else []
+                strong = lt >= th.rise_error * e or (len(ups) >= 8 and sum(ups) >= 0.8 * len(ups) and all(ups[-3:]))
                 if self.reruns:
                     nums["runs"] = str(self.reruns + 1)
             climb = None if rate or "rise" in nums else self._climb(vals)
