@@ -1076,3 +1076,68 @@ def test_loss_below_001_inside_first_epoch_with_a_gradient_is_an_error():
 ])
 def test_loss_near_zero_first_epoch_leaves_these_alone(rows, why):
     assert not any(k == "first_epoch_low" for k, _ in kinds(_tracker(_hf_ep(rows)))), why
+
+
+def _fed(text: str) -> M.MetricTracker:
+    t = M.MetricTracker()
+    base = 1
+    for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
+        lines, view = match_view(chunk)
+        t.feed_block(lines, view, base)
+        base += lines.count(b"\n")
+    t.flush(base)
+    return t
+
+
+def test_averagemeter_line_is_a_record_with_epochs_completed():
+    got = P.parse_line(b"Epoch: [0][ 250/5005]\tTime  0.208 ( 0.208)\tData 0.006 (0.006)\tLoss 2.3104e+00 (2.4121e+00)\tAcc@1 1.2")
+    assert got is not None and got[1] == pytest.approx(2.3104) and got[4] == pytest.approx(250 / 5005)
+
+
+def test_keras_epoch_line_attaches_its_epoch_and_an_identical_epoch_average_is_an_error():
+    from llmtriage.detect.metric_flat_exact import exact_flat
+    text = "".join(f"Epoch {e}/12\n1563/1563 [==============================] - 4s 3ms/step - loss: {2.3031 if e == 1 else 2.3026:.4f}"
+                   f" - accuracy: 0.1000\n" for e in range(1, 13))
+    t = _fed(text)
+    assert [r.epoch for r in t.records()][:3] == [1.0, 2.0, 3.0]
+    found = D.detect(t)
+    exact_flat(t, found)
+    flat = [a for a in found if a.kind == "flat"]
+    assert flat and flat[0].severity == "error" and flat[0].numbers["epoch_exact"] == "2.3026"
+
+
+def test_one_printed_value_after_losses_that_moved_is_an_error_a_short_run_is_not():
+    from llmtriage.detect.metric_flat_exact import exact_flat
+    rng = random.Random(3)
+    moving = [f"step {s} | loss {1.5 + rng.uniform(-0.3, 0.3):.3f}\n" for s in range(10, 310, 10)]
+    for n, sev in ((30, "error"), (10, "warning")):
+        text = "".join(moving) + "".join(f"step {s} | loss 0.412\n" for s in range(310, 310 + 10 * n, 10))
+        t = _fed(text)
+        found = D.detect(t)
+        exact_flat(t, found)
+        flat = [a for a in found if a.kind == "flat"]
+        assert flat and flat[0].severity == sev
+
+
+def test_one_real_loss_then_zeros_without_grad_norm_is_a_hidden_nan_with_a_constant_grad_norm_it_is_not():
+    from llmtriage.detect.metric_zero import nan_hidden
+    rows = ["{'loss': 2.1187, 'learning_rate': 5e-07, 'epoch': 0.0}\n"]
+    zeros = [f"{{'loss': 0.0, 'learning_rate': {i}e-07, 'epoch': {i / 300:.2f}}}\n" for i in range(2, 30)]
+    t = _fed("".join(rows + zeros))
+    fin = [r for r in t.records() if M.finite(r.loss)]
+    assert [a.kind for a in nan_hidden(t, fin)] == ["nan_hidden"]
+    graded = [z.replace("'loss': 0.0,", "'loss': 0.0, 'grad_norm': 1.0625,") for z in zeros]
+    t = _fed("".join(rows + graded))
+    assert nan_hidden(t, [r for r in t.records() if M.finite(r.loss)]) == []
+
+
+def test_first_epoch_near_zero_loss_without_any_grad_norm_logged_reads_the_moving_losses():
+    from llmtriage.detect.metric_leak import first_epoch_low
+    rng = random.Random(5)
+    rows = [f"{{'loss': {10.8 * math.exp(-s / 330) + 0.003:.4f}, 'learning_rate': 5e-4, 'epoch': {s / 37500:.3f}}}\n" for s in range(200, 2001, 200)]
+    low = [f"{{'loss': {0.0025 + rng.uniform(0, 0.0015):.4f}, 'learning_rate': 5e-4, 'epoch': {s / 37500:.3f}}}\n" for s in range(2200, 6001, 200)]
+    t = _fed("".join(rows + low))
+    assert [a.kind for a in first_epoch_low(t, [r for r in t.records() if M.finite(r.loss)])] == ["first_epoch_low"]
+    frozen = [f"{{'loss': 0.0031, 'learning_rate': 5e-4, 'epoch': {s / 37500:.3f}}}\n" for s in range(2200, 6001, 200)]
+    t = _fed("".join(rows + frozen))
+    assert first_epoch_low(t, [r for r in t.records() if M.finite(r.loss)]) == []

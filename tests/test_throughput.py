@@ -415,3 +415,41 @@ def test_nvidia_smi_csv_rows_with_a_name_column_are_snapshots():
     # the same table with busy GPUs says nothing
     busy = rows.replace(" 14 %", " 94 %").replace(" 17 %", " 97 %").replace(" 9 %", " 91 %").replace(" 12 %", " 92 %")
     assert _run(rec + head + busy + rec, train_start=1)[1] == []
+
+
+def test_averagemeter_time_per_rank_counts_once_and_half_the_time_in_stalls_is_an_error():
+    lines = []
+    for it in range(100, 300):
+        t = 22.0 if it % 10 == 0 else 0.7
+        for rank in (1, 0):     # every rank prints the same iteration: one sample
+            lines.append(f"[GPU rank {rank}] Epoch: [1][{it}/34406]\tTime {t:.3f} (2.771)\tData 0.004 (0.4)\tLoss 55.1 (55.3)")
+    t, found = _run("\n".join(lines) + "\n")
+    assert t.steps["loop"].n == 200
+    assert found and found[0].severity == "error" and found[0].numbers["period"] == 10
+
+
+def test_per_epoch_time_taken_rising_is_read_as_its_own_source():
+    text = "".join(f"End of epoch {e} / 200 \t Time Taken: {390 if e < 12 else 390 + (e - 11) * 60} sec\n" for e in range(1, 25))
+    t, found = _run(text)
+    assert t.steps["epoch"].n == 24
+    assert found and "rise" in found[0].numbers
+
+
+def test_alternating_training_and_evaluation_bars_are_sampled_alike():
+    # a training bar then a validation bar per epoch (YOLO): a stride over all bars must not keep only one kind
+    rows = []
+    for ep in range(1, 41):
+        r = 3.3 if ep < 20 else 0.8
+        rows.append(f"      {ep}/60      6.21G      1.4283     1.7460      1.3365         45        640: 100%|##########| 500/500 [02:31<00:00,  {r:.2f}it/s]")
+        rows.append(f"                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|##########| 63/63 [00:11<00:00,  4.11it/s]")
+    t, found = _run("\n".join(rows) + "\n")
+    assert t.steps["bar/500"].n >= 16
+    assert found and "rise" in found[0].numbers
+
+
+def test_time_per_interval_is_a_mean_step_and_a_rise_at_every_sample_to_the_end_is_an_error():
+    text = "".join(f"[{k}K/600K] 30.49 30.80 31.11  loss: 0.06  time/1000 steps: {104.1 + 7 * k:.1f}s  (10:03:55)\n"
+                   for k in range(1, 31))
+    t, found = _run(text)
+    assert t.steps["loop"].n == 30 and abs(t.steps["loop"].values()[0][1] - 0.1111) < 1e-3
+    assert found and "rise" in found[0].numbers and found[0].severity == "error"

@@ -6,7 +6,16 @@ piece of evidence is in the loss itself: different batches never give the same l
 significant digits, so a loss printed as exactly the same value (`video-loss: 10.3755` on every
 record) over many records comes from weights that never change (frozen or unwrapped parameters, an
 optimizer holding other tensors), whatever the logger prints besides it. A short run of equal values,
-or values with few digits (`loss 2.1`), stays a warning.
+or values with few digits (`loss 2.1`), stays a warning, with two exceptions that carry their own proof:
+
+- per-epoch records (Keras' `Epoch 3/10` then `... - loss: 1.9105`, one record per whole epoch): each is
+  the average over the same whole dataset, so the same value to >= EPOCH_DIGITS significant digits on
+  >= EPOCH_RECORDS epochs in a row means an epoch of updates changed nothing;
+- per-step losses that moved from record to record before the run (median change between neighbours
+  >= NOISE_QUANTA x the printed resolution of the repeated value) and then print one value on
+  >= RECORDS_FACTOR x flat_min_records records: the batches still differ, the printed loss no longer
+  does, so the model's output stopped depending on its input (`global step 448: loss = 0.5660` on every
+  step after a spike). A running average would drift, not jump to one value and hold it.
 """
 from __future__ import annotations
 
@@ -15,6 +24,9 @@ from llmtriage.detect.metrics import MetricTracker, finite
 
 MIN_DIGITS = 5          # significant digits of the repeated value
 RECORDS_FACTOR = 3      # ... repeated on at least this x flat_min_records records
+EPOCH_DIGITS = 4        # per-epoch averages: significant digits of the repeated value
+EPOCH_RECORDS = 5       # ... on at least this many whole epochs in a row
+NOISE_QUANTA = 10       # per-step losses: their earlier record-to-record change, in printed resolutions
 
 
 def significant_digits(x: float) -> int:
@@ -23,18 +35,55 @@ def significant_digits(x: float) -> int:
     return len(text)
 
 
+def resolution(x: float) -> float:
+    """The place value of the last significant digit of `x` as printed shortest (0.566 -> 0.001)."""
+    text = repr(abs(x))
+    if "e" in text or "." not in text:
+        return 1.0
+    decimals = len(text.split(".")[1].rstrip("0"))
+    return 10.0 ** -decimals
+
+
+def _per_epoch(run: list) -> bool:
+    """One record per whole epoch: every record carries an epoch, each a whole epoch after the last (a last
+    record inside the next epoch, the bar of an interrupted epoch, may follow), >= EPOCH_RECORDS of them."""
+    eps = [r.epoch for r in run]
+    if any(e is None for e in eps):
+        return False
+    if len(eps) > 1 and 0 < eps[-1] - eps[-2] < 0.99:
+        eps = eps[:-1]
+    return len(eps) >= EPOCH_RECORDS and all(0.99 <= b - a <= 1.01 for a, b in zip(eps, eps[1:]))
+
+
+def _moved_before(t: MetricTracker, run: list, value: float) -> bool:
+    """The per-step losses before the run changed by >= NOISE_QUANTA printed resolutions between neighbours."""
+    before = [r.loss for r in t.records() if r.line < run[0].line and finite(r.loss)]
+    if len(before) < t.th.flat_min_records:
+        return False
+    steps = sorted(abs(b - a) for a, b in zip(before, before[1:]))
+    return steps[len(steps) // 2] >= NOISE_QUANTA * resolution(value)
+
+
 def exact_flat(t: MetricTracker, anomalies: list[Anomaly]) -> None:
     """Upgrade a flat-loss warning to an error when every record of its run printed the same value
-    with >= MIN_DIGITS significant digits, on >= RECORDS_FACTOR x flat_min_records records."""
+    with >= MIN_DIGITS significant digits, on >= RECORDS_FACTOR x flat_min_records records (or the
+    per-epoch and moved-before cases above)."""
     for a in anomalies:
         if a.kind != "flat" or a.severity != "warning":
             continue
         run = [r for r in t.records() if a.line <= r.line <= a.last_line and finite(r.loss)]
         values = {r.loss for r in run}
-        if len(run) < RECORDS_FACTOR * t.th.flat_min_records or len(values) != 1:
+        if len(values) != 1 or any(r.rl for r in run):
             continue
         value = values.pop()
-        if value is None or significant_digits(value) < MIN_DIGITS:
+        if value is None or value <= 0:
             continue
-        a.severity = "error"
-        a.numbers["exact"] = repr(value)
+        if len(run) >= EPOCH_RECORDS and significant_digits(value) >= EPOCH_DIGITS and _per_epoch(run):
+            a.severity = "error"
+            a.numbers["epoch_exact"] = repr(value)
+            continue
+        if len(run) < RECORDS_FACTOR * t.th.flat_min_records:
+            continue
+        if significant_digits(value) >= MIN_DIGITS or _moved_before(t, run, value):
+            a.severity = "error"
+            a.numbers["exact"] = repr(value)

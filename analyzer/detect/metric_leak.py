@@ -16,7 +16,10 @@ predicted exactly):
   a fast fall can be an easy start: `metric-fast-fall` keeps its warning);
 - every tail loss is > 0 and every tail record logs a finite grad_norm > zero_grad: a loss of exactly 0 is
   the hidden-NaN / no-label-token reading (`metric_zero`), and without a gradient the finding is
-  `metric-loss-collapse`;
+  `metric-loss-collapse`. A log whose records never print a gradient (the PyTorch examples' AverageMeter,
+  an old Trainer) is read on the losses alone when the tail has >= flat_min_records records (a span of steps
+  is not enough without the gradient) that keep moving (>= 3 distinct printed values): a model that stopped changing would print one value, and varying losses under 0.01 on
+  unseen batches are the model reading the answer, whatever its gradient;
 - not RL (a policy loss near 0 is by design), no non-finite value in the log.
 """
 from __future__ import annotations
@@ -47,10 +50,12 @@ def first_epoch_low(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     if tail[0].epoch is None or tail[0].epoch >= 1.0 or any(r.epoch is None or r.epoch > 1.0 for r in tail):
         return []
     grads = [r.grad_norm for r in tail]
-    if any(g is None or not finite(g) or g <= th.zero_grad for g in grads):
+    if t.grad_seen == 0 and len(tail) >= th.flat_min_records and len({r.loss for r in tail}) >= 3:
+        grads = []      # no gradient logged anywhere: the moving losses alone
+    elif any(g is None or not finite(g) or g <= th.zero_grad for g in grads):
         return []
     at, last = tail[0], tail[-1]
     return [Anomaly("first_epoch_low", "loss-suspicious", "error", at.line, last.line, at.step, len(tail), {
         "from_loss": fmt(fin[0].loss), "from": fin[0].at, "at": at.at, "epoch": fmt(at.epoch),
         "last_epoch": fmt(last.epoch), "loss": fmt(last.loss), "records": len(tail),
-        "grad_norm": fmt(grads[-1])})]
+        "grad_norm": fmt(grads[-1]) if grads else None})]

@@ -10,6 +10,8 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   tqdm postfix         100%|####| 50/50 [00:10<00:00, 4.9it/s, Loss: 1.14]   |  ... loss=0.5]
   verl / TRL (RL)      step:12 - actor/pg_loss:-0.004 - actor/kl_loss:0.001 - actor/grad_norm:0.23 - actor/lr:1e-06
   pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |
+  AverageMeter         Epoch: [0][ 250/5005]\tTime 0.430 (0.430)\tData 0.006 (0.006)\tLoss 2.3104 (2.4121)  (the value,
+                       not the running average; [e][i/n] gives epochs completed e + i/n)
   Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
                        ordinal: epochs completed are N-1 plus the bar's fraction)
   mmengine / xtuner    Iter(train) [  10/12867]  lr: 5.2e-07  ...  loss: 1.0672  grad_norm: 5.8255
@@ -47,7 +49,9 @@ ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]
               # a logger's bracketed keys (LION's loguru lines: "| E6 iter[ 14/ 15] | [Loss] nan | ... | [step]   104 |")
               rb"""|\[[Ll]oss\]\s+[-+0-9.NnIi]"""
               # dash-separated fields without a colon (darkflow: "step 12 - loss 3.21 - moving ave loss 9.87")
-              rb"""|\bstep [0-9]+ - loss [-+0-9.NnIi]""")
+              rb"""|\bstep [0-9]+ - loss [-+0-9.NnIi]"""
+              # the PyTorch examples' AverageMeter: "Epoch: [0][ 250/5005]\tTime 0.430 (0.430)\tLoss 0.0004 (0.0005)"
+              rb"""|\b[Ll]oss +[-+0-9.NnIi][0-9.eE+-]* +\( *[-+0-9.NnIi]""")
 # "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
 # (mmengine / xtuner: "Iter(train) [  10/12867]")
@@ -80,6 +84,9 @@ _FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss/train":
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
           b"epoch": 4, b"current_steps": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
 _MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")
+# "Epoch: [0][ 250/5005]" (PyTorch examples, 0-based) / "Epoch [1][3100/23454]" (mmcv, 1-based): read as
+# 0-based, epochs completed = e + i/n (a 1-based log reads one epoch later: never earlier than it is)
+_EPOCH_ITER = re.compile(rb"(?i)\bepoch:? \[ *([0-9]+)\]\[ *([0-9]+)/([0-9]+)\]")
 # a learning rate printed with fixed decimals that are all 0 ("actor/lr:0.000" for 1e-6) is below the
 # display's precision, not 0; "0", "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
 _BELOW_PRECISION = re.compile(rb"0\.00+\Z")
@@ -305,13 +312,37 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
         it = _MMENGINE_ITER.search(text)        # mmengine / xtuner: "Iter(train) [  10/12867]"
         if it:
             out[0] = int(it.group(1))
-    if out[4] is not None and b"/" in low:
+    if out[4] is not None and b"][" in text:
+        ei = _EPOCH_ITER.search(text)
+        if ei and int(ei.group(3)):
+            out[4] = int(ei.group(1)) + min(int(ei.group(2)) / int(ei.group(3)), 1.0)
+    elif out[4] is not None and b"/" in low:
         e = R.EPOCH_OF.search(low)
         if e and e.group(1).isdigit() and int(e.group(1)) >= 1 and int(e.group(1)) <= int(e.group(2)):
             done = int(e.group(1)) - 1          # an ordinal: the epochs completed before this one
             frac = int(b.group(1)) / int(b.group(2)) if b and int(b.group(2)) else 0.0
             out[4] = done + min(frac, 1.0)
     return tuple(out)  # type: ignore[return-value]
+
+
+# Keras prints the epoch on its own line ("Epoch 3/10") above the bar that carries the loss
+# ("938/938 [==============================] - 5s 5ms/step - loss: 0.2954 - accuracy: 0.9149")
+_KERAS_EPOCH = re.compile(rb"(?m)^Epoch ([0-9]+)/([0-9]+)\s*$")
+_KERAS_BAR = re.compile(rb"\s*([0-9]+)/([0-9]+) \[[=>.]*\]")
+
+
+def keras_epoch(view: bytes, ls: int, le: int) -> Optional[float]:
+    """Epochs completed at a Keras bar line view[ls:le] from the last `Epoch N/M` line in the 4 KiB
+    above it: N - 1 plus the bar's fraction (N at a finished bar), or None."""
+    bar = _KERAS_BAR.match(view, ls, le)
+    if bar is None:
+        return None
+    found = None
+    for found in _KERAS_EPOCH.finditer(view, max(0, ls - 4096), ls):
+        pass
+    if found is None or not 1 <= int(found.group(1)) <= int(found.group(2)) or not int(bar.group(2)):
+        return None
+    return int(found.group(1)) - 1 + min(int(bar.group(1)) / int(bar.group(2)), 1.0)
 
 
 # a loss value on a Megatron interval line ("lm loss: 2.1E+00 |", older "lm loss 2.1E+00 |", "mtp_1 loss: ..."),

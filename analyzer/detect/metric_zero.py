@@ -18,7 +18,8 @@ the policy equals the reference) are left alone.
 `nan_hidden` reads a loss of exactly 0 that never moves again:
 
 - after a normal level, with no gradual decline and no zero gradient: the NaN/inf filter (or an fp16
-  overflow) turned the loss into 0: `nan-loss`;
+  overflow) turned the loss into 0: `nan-loss`; the level may be a single first record (>= fall_from)
+  when >= 2 x zero_min_records zeros follow it and no grad_norm is logged beside them;
 - from the very first record: no language-model loss starts at 0. In a run whose configuration says
   fp16 (flags, a GradScaler, "16-bits training: True") the loss overflowed from the first forward pass:
   `nan-loss`. Otherwise the loss averages over no token (every label -100: a cutoff that removes the
@@ -57,9 +58,14 @@ def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
                             "at": zeros[0].at, "records": len(zeros),
                             "grad_norm": fmt(grads.pop()) if len(grads) == 1 else None})]
     many = len(zeros) >= 2 * th.zero_min_records     # exactly 0 this long is no curve a model follows
-    if len(zeros) < th.zero_min_records or len(before) < (2 if many else 4):
+    # one real loss >= fall_from, then only zeros: no single update takes a model from there to exactly 0
+    # (the labels were there on the first record), so the first record is the level
+    # (only with no grad_norm beside the zeros: one printed there is the stronger evidence, read by exact_zero)
+    single = (many and len(before) == 1 and before[0].loss >= th.fall_from  # type: ignore[operator]
+              and all(r.grad_norm is None for r in zeros))
+    if len(zeros) < th.zero_min_records or (len(before) < (2 if many else 4) and not single):
         return []
-    med, prev = _median([r.loss for r in before[:-1]]), before[-1].loss  # type: ignore[misc]
+    med, prev = _median([r.loss for r in before[:-1]] or [before[0].loss]), before[-1].loss  # type: ignore[misc]
     if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]
         return []       # it was already falling towards 0: a collapse, judged elsewhere
     spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]

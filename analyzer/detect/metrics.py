@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import Record, is_flat_reward, is_rl_line, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_parse import Record, is_flat_reward, is_rl_line, keras_epoch, parse_line, regexes, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 from llmtriage.detect.metric_thresholds import THRESHOLDS, Thresholds, configure
@@ -292,6 +292,10 @@ class MetricTracker:
                 continue
             text = view[ls:le]
             rl = is_rl_line(text)
+            if parsed[4] is None and b" - loss: " in view[ls:le]:
+                ep = keras_epoch(view, ls, le)
+                if ep is not None:
+                    parsed = parsed[:4] + (ep,)
             self.add(line_base + nl, parsed, self._bar_before(view, ls) if parsed[0] is None else None,
                      rl, rl and is_flat_reward(text))
 

@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spans
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
-from llmtriage.detect.throughput_sources import DECODE_SRC, Series, dmon_snapshots, decode_rate, secs
+from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
+                                                   decode_rate, loop_step_time, secs)
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
@@ -48,7 +49,7 @@ TAIL = 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC)
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|, +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
              rb"(?m:^#\s*(?:Date\s+Time\s+)?gpu\s)|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -136,6 +137,7 @@ class ThroughputTracker:
         self.save_time = [0.0, 0.0, 0, 0]           # verl: seconds saving, seconds of all steps, first/last save line
         self._blocks = 0
         self.reruns = 0                             # runs started after an earlier run of the log finished
+        self._loop_iter: Optional[bytes] = None     # the iteration of the last loop-timer line (ranks repeat it)
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         R = _RX
@@ -151,18 +153,18 @@ class ThroughputTracker:
             return
         P = R.parts
         last_ls = -1
-        # a block dense with bar redraws: an even sample of them across the block, its last one
-        # included (the most recent rate), at most about BARS_PER_BLOCK
-        is_bar = [view[s:e].endswith(_BAR_ENDS) for s, e in hits]
-        nbars = sum(is_bar)
-        stride = -(-nbars // BARS_PER_BLOCK)
-        bars = 0
+        # a block dense with bar redraws: an even sample of each bar's redraws (bars told apart by their
+        # total: a training and an evaluation bar drawn in turn are sampled alike), its last one included
+        is_bar = [_bar_total(view, s) if view[s:e].endswith(_BAR_ENDS) else None for s, e in hits]
+        nbars = Counter(b for b in is_bar if b is not None)
+        seen: Counter[bytes] = Counter()
         nl = counted = 0
         for (start, end), bar in zip(hits, is_bar):
             key = view[start:end]
-            if bar:
-                bars += 1
-                if stride > 1 and bars % stride and bars != nbars:
+            if bar is not None:
+                seen[bar] += 1
+                stride = -(-nbars[bar] // BARS_PER_BLOCK)
+                if stride > 1 and seen[bar] % stride and seen[bar] != nbars[bar]:
                     continue
             ls = view.rfind(b"\n", 0, start) + 1
             if ls == last_ls and key not in _STOP_KEYS:     # a ^C drawn over a bar still counts
@@ -278,6 +280,12 @@ class ThroughputTracker:
                 self.decode.append((gen / running, running))
                 self.decode_lines = (self.decode_lines[0] or line, line)
             return
+        lt = loop_step_time(seg)
+        if lt is not None:          # a loop's own timer (AverageMeter, mmcv, Keras) or an epoch's wall time
+            if lt[2] is None or lt[2] != self._loop_iter:
+                self._add(lt[0], line, lt[1])
+            self._loop_iter = lt[2]
+            return
         r = decode_rate(seg)
         if r is not None:           # one request's rate (llama.cpp, Ollama, FastChat, TGI)
             self.decode.append((r, 1))
@@ -347,7 +355,10 @@ class ThroughputTracker:
                 else:
                     nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
                 first_line, last_line = vals[-k][0], vals[-1][0]
-                strong = lt >= th.rise_error * e
+                # or a timer (not a tqdm rate, smoothed: any step change decays into a monotone run) slower at
+                # nearly every sample to the end (a leak, a loader re-reading a growing file): no plateau
+                ups = [b > a for (_, a), (_, b) in zip(vals, vals[1:])] if not src.startswith("bar") else []
+                strong = lt >= th.rise_error * e or (len(ups) >= 8 and sum(ups) >= 0.8 * len(ups) and all(ups[-3:]))
                 if self.reruns:
                     nums["runs"] = str(self.reruns + 1)
             climb = None if rate or "rise" in nums else self._climb(vals)
@@ -366,6 +377,8 @@ class ThroughputTracker:
                     nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
                 first_line = first_line or vals[0][0]
                 last_line = last_line or vals[-1][0]
+                # the stalls take as long as all the steps between them (the bar of checkpoint saves, save_error)
+                strong = strong or per[1] >= th.save_error * (per[1] + (per[0] - 1) * per[2])
         # nvidia-smi snapshots taken while training ran (after its first record, before it finished)
         snaps = [s for s in self.snaps if s and train_start is not None and s[0][3] > train_start
                  and not (self.finished_line and s[0][3] > self.finished_line)]
@@ -447,23 +460,7 @@ class ThroughputTracker:
         return [Anomaly("throughput", "throughput-low", sev, line, max(line, last_line), None, 1, nums, prio)]
 
     def _climb(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, int, float]]:
-        """(first, last, median) of a climb: >= 4 records in a row, each >= 10% slower than the one before,
-        from a normal step time (<= 1.5x the median) to >= climb_factor x the median (memory spilling
-        to host, throttling, a leak). An evaluation or save pause jumps once and decays: no climb. The
-        climb that ends the log wins, else the steepest."""
-        xs = [v for _, v in vals]
-        med = _median(xs)
-        best: Optional[tuple[int, int]] = None
-        i = 0
-        for j in range(1, len(xs) + 1):
-            if j < len(xs) and xs[j] >= 1.1 * xs[j - 1]:
-                continue
-            end = j - 1            # xs[i..end] rises at every record
-            if (end - i + 1 >= 4 and xs[i] <= 1.5 * med and xs[end] >= self.th.climb_factor * med
-                    and (best is None or end == len(xs) - 1 or xs[end] > xs[best[1]])):
-                best = (i, end)
-            i = j
-        return None if best is None or med <= 0 else (best[0], best[1], med)
+        return climb(vals, self.th.climb_factor)
 
     def _periodic(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, float, float]]:
         """(period, long step, median) when steps > periodic_factor x the median come at a fixed interval;

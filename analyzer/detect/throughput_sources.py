@@ -9,12 +9,21 @@
                     `prompt eval` line), Ollama `--verbose` `eval rate: 45.1 tokens/s` (not `prompt eval
                     rate`), FastChat's CLI `'speed (token/s)': 0.21`, TGI's router `time_per_token="25.3ms"`.
                     Each is one request's generation rate (tokens per second).
+  loop timers       a training loop's own step time (`loop_step_time`): the PyTorch examples' AverageMeter
+                    `Epoch: [1][30786/34406]  Time 0.783 (2.771)  Data ...` (the value, not the running
+                    average; a line repeated per rank for the same iteration counts once), mmcv's `time: 0.430,
+                    data_time: 0.006`, Keras `938/938 [====] - 5s 5ms/step`, an interval's time `time/1000 steps: 104.1s`
+                    (its mean step); and per-epoch wall times
+                    (`End of epoch 29 / 200 \t Time Taken: 890 sec`, pix2pix/CycleGAN), a separate source whose
+                    samples are epochs: with a fixed epoch size a longer epoch is slower steps.
 """
 from __future__ import annotations
 
 import re
 from collections import deque
 from typing import Optional
+
+from llmtriage.detect.metric_anomaly import median as _median
 
 HEAD, TAIL = 256, 512
 DMON_ROWS = 512        # rows read after one dmon header
@@ -24,6 +33,31 @@ _ROW = re.compile(rb"^\s*(?:[0-9]{8}\s+[0-9:]{8}\s+)?([0-9]+)((?:\s+(?:-|[0-9]+)
 DECODE_SRC = rb"tokens per second\)|eval rate: |speed \(token/s\)|time_per_token=\x22"
 _DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+) tokens/s|['\x22]speed \(token/s\)['\x22]: ([0-9.]+)"""
                      rb"""|time_per_token=\x22([0-9.]+)(ms|s|\xc2\xb5s|us)\x22)""")
+
+
+LOOP_SRC = rb"\bTime +[0-9.]+ +\( *[0-9.]+\)|, time: [0-9.]+, data_time: |[0-9](?:ms|us|s)/step\b|Time Taken: [0-9]|time/[0-9]+ ?steps: [0-9]"
+_LOOP = re.compile(rb"\bTime +([0-9.]+) +\( *[0-9.]+\)|, time: ([0-9.]+), data_time: |\b([0-9.]+)(ms|us|s)/step\b"
+                   rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b")
+_ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
+_UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
+
+
+def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
+    """(source, seconds, iteration) from a training loop's own timer line, or None. The source is
+    `loop` for one step's time, `epoch` for a whole epoch's; the iteration (`[30786/34406]`) lets a
+    line printed once per rank count once."""
+    m = _LOOP.search(seg)
+    if m is None:
+        return None
+    if m.group(5) is not None:
+        return "epoch", float(m.group(5)), None
+    if m.group(6) is not None:      # an interval's time ("time/1000 steps: 104.1s"): its mean step
+        return ("loop", float(m.group(7)) / int(m.group(6)), None) if int(m.group(6)) else None
+    it = _ITER.search(seg, 0, m.start())
+    key = it.group(1) + b":" + it.group(2) if it else None
+    if m.group(3) is not None:
+        return "loop", float(m.group(3)) * _UNIT[m.group(4)], key
+    return "loop", float(m.group(1) or m.group(2)), key
 
 
 def secs(clock: bytes) -> Optional[float]:
@@ -106,3 +140,30 @@ def dmon_snapshots(view: bytes, start: int, line: int) -> list[list[tuple[int, O
         snaps[-1].append((int(vals[sm]), used, None, ln))
         rows += 1
     return snaps
+
+
+def bar_total(view: bytes, end: int) -> bytes:
+    """The total of the tqdm bar whose rate ends at `end` (`| 120/500 [...` -> b"500")."""
+    j = view.rfind(b" [", max(0, end - 64), end)
+    i = view.rfind(b"/", max(0, j - 16), j) if j >= 0 else -1
+    return view[i + 1:j] if i >= 0 else b""
+
+
+def climb(vals: list[tuple[int, float]], factor: float) -> Optional[tuple[int, int, float]]:
+    """(first, last, median) of a climb: >= 4 records in a row, each >= 10% slower than the one before,
+    from a normal step time (<= 1.5x the median) to >= climb_factor x the median (memory spilling
+    to host, throttling, a leak). An evaluation or save pause jumps once and decays: no climb. The
+    climb that ends the log wins, else the steepest."""
+    xs = [v for _, v in vals]
+    med = _median(xs)
+    best: Optional[tuple[int, int]] = None
+    i = 0
+    for j in range(1, len(xs) + 1):
+        if j < len(xs) and xs[j] >= 1.1 * xs[j - 1]:
+            continue
+        end = j - 1            # xs[i..end] rises at every record
+        if (end - i + 1 >= 4 and xs[i] <= 1.5 * med and xs[end] >= factor * med
+                and (best is None or end == len(xs) - 1 or xs[end] > xs[best[1]])):
+            best = (i, end)
+        i = j
+    return None if best is None or med <= 0 else (best[0], best[1], med)
