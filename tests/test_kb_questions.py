@@ -122,6 +122,15 @@ The rules merged in the same session (session 22: 16 new rules from the probe ro
 rows (7 lost, 3 gained; the index weighs every rule's words against all the others): all 1710 rows 1427/1710 = 0.835
 (zh 525/647 = 0.811, en 902/1063 = 0.849) after product and generic words were taken out of the new rules' tags
 ("checkpoint", "load", "resume", "vLLM", "Qwen2-VL", "GRPO", "V100", ...). The en floor went to 0.845 and all to 0.83.
+The eleventh batch (zh29: 19 rows, 16 zh: ModelScope sha256 "signature" download failures, vllm-ascend MC2
+MoeDistributeDispatch across two nodes, Ascend chip/CANN support (FP8, 910A, aclnnHcPre on A3, torch_npu vs CANN),
+MindSpore GRAPH_MODE, multi-node hangs) was measured held out first with the rules of 83f9b3a: top-1 7/19 (zh 6/16).
+The same session's five probe rules (MC2 HCCL window rules, NPU set-device 107001, MindSpore graph compile) moved it
+to 10/19 and the first 1710 rows by near-ties only (1427/1710 before and after: one zh title lost, LLaMA Board's
+command-not-found vs a parallel-config rule at 1.200 / 1.199, one en gained); vocabulary added (rules/kb.yaml only:
+签名 / signature / sha256 as a download checksum, 双机 as multi-node, cann, 支持fp8): that batch 15/19 (zh 13/16), the
+first 1710 rows unchanged (1427/1710); all 1729 rows: top-1 1442/1729 = 0.834 (zh 538/663 = 0.811, en 904/1066 =
+0.848). Floors unchanged. A bare "fp8" key was tried and dropped: it sent an Inductor fp8 title to the chip rules.
 """
 from pathlib import Path
 
