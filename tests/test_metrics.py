@@ -1079,14 +1079,7 @@ def test_loss_near_zero_first_epoch_leaves_these_alone(rows, why):
 
 
 def _fed(text: str) -> M.MetricTracker:
-    t = M.MetricTracker()
-    base = 1
-    for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
-        lines, view = match_view(chunk)
-        t.feed_block(lines, view, base)
-        base += lines.count(b"\n")
-    t.flush(base)
-    return t
+    return _tracker(text)
 
 
 def test_averagemeter_line_is_a_record_with_epochs_completed():
