@@ -327,7 +327,8 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
 
 # Keras prints the epoch on its own line ("Epoch 3/10") above the bar that carries the loss
 # ("938/938 [==============================] - 5s 5ms/step - loss: 0.2954 - accuracy: 0.9149")
-_KERAS_EPOCH = re.compile(rb"(?m)^Epoch ([0-9]+)/([0-9]+)\s*$")
+# `Epoch N/M` on a line of its own, also under a launcher's or collector's prefix ([rank3]:, a host, a Ray actor, a time stamp)
+_KERAS_EPOCH = re.compile(rb"(?m)(?:^|[ :\]\)])Epoch ([0-9]+)/([0-9]+)\s*\r?$")
 _KERAS_BAR = re.compile(rb"\s*([0-9]+)/([0-9]+) \[[=>.]*\]")
 
 
@@ -336,7 +337,10 @@ def keras_epoch(view: bytes, ls: int, le: int) -> Optional[float]:
     above it: N - 1 plus the bar's fraction (N at a finished bar), or None."""
     bar = _KERAS_BAR.match(view, ls, le)
     if bar is None:
-        return None
+        text = _unprefixed(view[ls:le])
+        bar = _KERAS_BAR.match(text) if text != view[ls:le] else None
+        if bar is None:
+            return None
     found = None
     for found in _KERAS_EPOCH.finditer(view, max(0, ls - 4096), ls):
         pass

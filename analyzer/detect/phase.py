@@ -62,8 +62,8 @@ _LABEL_KIND_SRC = [
     ("evaluation", r"(?i)eval|valid|test|predict"),
     ("generation", r"(?i)processed prompts|generat|sampl|infer"),
     ("checkpoint-save", r"(?i)sav|writ"),
-    # (YOLOv5/v8: the epoch counter then the GPU memory, "  12/60   6.21G   1.4288 ...  640:")
-    ("training", r"(?i)train|epoch|step|iter|^\W*$|^\d+/\d+\s+[0-9.]+G\s"),
+    # (YOLOv5/v8: the epoch counter then the GPU memory, "  12/60   6.21G   1.4288 ...  640:", also after a line prefix)
+    ("training", r"(?i)train|epoch|step|iter|^\W*$|(?:^|\s)\d+/\d+\s+[0-9.]+G\s"),
 ]
 
 
