@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from llmtriage.detect.metric_findings import detector_texts
 from llmtriage.detect.scanner import Scanner
+from llmtriage.detect.spec import compiled
 from llmtriage.engine.logwindow import parse_time, parse_times
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
@@ -68,16 +69,16 @@ def _kill(errors: list[Finding], spec: dict[str, Any]) -> tuple[Optional[Finding
     for kind in spec["kills"]:
         for f in errors:
             if (f.rule_id in kind.get("rules", ()) or f.category in kind.get("categories", ())) \
-                    and re.search(kind["evidence"], f.evidence) \
-                    and not (kind.get("unless") and re.search(kind["unless"], f.evidence)):
+                    and compiled(kind["evidence"]).search(f.evidence) \
+                    and not (kind.get("unless") and compiled(kind["unless"]).search(f.evidence)):
                 return f, kind
     return None, {}
 
 
 def _kill_time(kill: Finding, scanner: Scanner, after: int) -> Optional[float]:
     """The kill's own time stamp, else the first full one within `after` lines after it (a wrapper's
-    closing line): at or after the kill, so the silence is never made longer than the log shows... by
-    more than those lines."""
+    closing line): at or after the kill, so the silence can come out longer than the log shows by at
+    most those lines."""
     stamp = parse_time(kill.evidence)
     if stamp is not None and stamp[0] == "iso":
         return stamp[1]
@@ -106,7 +107,7 @@ class _Window:
         prog_times: list[float] = []
         phase_at: Optional[float] = None
         self.phases: list[float] = []           # earlier saves/evaluations: start to the next progress
-        phase_rx = re.compile(long_phase) if long_phase else None
+        phase_rx = compiled(long_phase) if long_phase else None
         for n, raw in scanner.rows(progress - 200):
             if n >= kill_line:
                 break
