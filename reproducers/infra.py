@@ -72,6 +72,19 @@ SCENARIOS = [
                        timeout=420),),
         checks=(checks.completed,),
     ),
+    Scenario(
+        name="nccl-duplicate-gpu",
+        module=__name__,
+        category="nccl-error",
+        rules=("nccl-duplicate-gpu",),
+        devices=("cuda",),
+        description="torchrun starts 2 NCCL ranks whose script hard-codes cuda:0, so both sit on one GPU",
+        fail=Variant("hardcoded-cuda0", "2 processes, device = 'cuda:0' in every rank", timeout=120),
+        fixes=(Variant("one-rank-per-gpu",
+                       "--nproc-per-node = visible GPUs, torch.cuda.set_device(LOCAL_RANK) before init",
+                       timeout=120),),
+        checks=(checks.completed,),
+    ),
 ]
 
 
@@ -263,10 +276,10 @@ dist.destroy_process_group()
 _STEP_RE = re.compile(r"\[rank(\d+)\] step (\d+)/")
 
 
-def _launch(script, env, echo, kill_after_step=None):
+def _launch(script, env, echo, kill_after_step=None, nproc=2):
     """Run torchrun; with kill_after_step, send SIGTERM to the agent once every rank logged it."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-           "--nproc-per-node", "2", str(script)]
+           "--nproc-per-node", str(nproc), str(script)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, bufsize=1)
     seen, sent, lines = set(), False, []
     for line in proc.stdout:
@@ -316,6 +329,49 @@ def checkpoint_and_resume(kit):
     kit.result(resumed_from=saved, finished=bool(final.get("done")))
     if rc2 != 0 or not final.get("done") or saved < 3:
         sys.exit(rc2 or 1)
+
+
+# ------------------------------------------------------------------ NCCL: two ranks on one GPU
+_NCCL = """
+import os, torch, torch.distributed as dist
+local_rank = int(os.environ["LOCAL_RANK"])
+device = torch.device(os.environ.get("DEVICE") or f"cuda:{local_rank}")
+if not os.environ.get("DEVICE"):
+    torch.cuda.set_device(device)
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+w = torch.zeros(1024, device=device)
+for step in range(1, 4):
+    g = torch.ones(1024, device=device) * (rank + 1)
+    dist.all_reduce(g)
+    w -= 0.01 * g
+    print(f"[rank{rank}] step {step}/3 on {device} loss {float(w.sum()):.4f}", flush=True)
+print(f"[rank{rank}] training finished", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def _nccl_job(kit, nproc, device):
+    import torch
+
+    script = Path.cwd() / "train_nccl.py"
+    script.write_text(textwrap.dedent(_NCCL))
+    env = dict(_torchrun_env(Path.cwd()), DEVICE=device)
+    print(f"visible GPUs: {torch.cuda.device_count()}, starting {nproc} ranks")
+    rc, lines = _launch(script, env, echo=True, nproc=nproc)
+    kit.result(finished=sum("training finished" in x for x in lines))
+    if rc != 0:
+        sys.exit(rc)
+
+
+def hardcoded_cuda0(kit):
+    _nccl_job(kit, 2, "cuda:0")
+
+
+def one_rank_per_gpu(kit):
+    import torch
+
+    _nccl_job(kit, torch.cuda.device_count(), "")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,21 @@ SCENARIOS = [
         name="token-ids-beyond-embedding",
         module=__name__,
         category="index-out-of-range",
-        devices=("cpu",),
+        devices=("cpu", "cuda"),  # CUDA: the same lookup fails as a device-side assert
         description="Three special tokens added to the tokenizer, the model's embeddings not resized",
         fail=Variant("added-tokens", "add_special_tokens without resize_token_embeddings"),
         fixes=(Variant("resize-embeddings", "model.resize_token_embeddings(len(tokenizer))"),),
         checks=(checks.finite_logits,),
+    ),
+    Scenario(
+        name="classifier-labels-beyond-num-labels",
+        module=__name__,
+        category="index-out-of-range",
+        devices=("cpu", "cuda"),  # CPU: "Target 3 is out of bounds"; CUDA: the nll_loss kernel's assertion
+        description="Sequence classifier built with num_labels=3 trained on a dataset whose labels run 0..4",
+        fail=Variant("num-labels-too-small", "LlamaForSequenceClassification(num_labels=3), labels 0..4"),
+        fixes=(Variant("num-labels-from-data", "num_labels = max(label) + 1 = 5"),),
+        checks=(checks.finite_losses,),
     ),
 ]
 
@@ -79,6 +89,37 @@ def added_tokens(kit):
 
 def resize_embeddings(kit):
     _forward_with_added(kit, resize=True)
+
+
+def _classify(kit, num_labels: int):
+    import torch
+    from transformers import LlamaForSequenceClassification
+
+    tok = kit.tokenizer()
+    cfg = kit.llama_config(num_labels=num_labels, pad_token_id=tok.pad_token_id)
+    model = LlamaForSequenceClassification(cfg).to(kit.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    labels = torch.tensor([0, 1, 2, 3, 4, 1, 0, 2])  # five classes in the data
+    print(f"num_labels={num_labels}, labels in data: {sorted(set(labels.tolist()))}")
+    enc = tok([kit.text(12, seed=i) for i in range(len(labels))], padding=True, return_tensors="pt",
+              return_token_type_ids=False).to(kit.device)
+    losses = []
+    for step in range(3):
+        loss = model(**enc, labels=labels.to(kit.device)).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))  # a CUDA kernel assertion surfaces here at the latest
+        print(f"step {step} loss {losses[-1]:.4f}")
+    kit.result(losses=losses)
+
+
+def num_labels_too_small(kit):
+    _classify(kit, 3)
+
+
+def num_labels_from_data(kit):
+    _classify(kit, 5)
 
 
 if __name__ == "__main__":

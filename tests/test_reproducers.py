@@ -107,7 +107,9 @@ def test_saved_genuine_logs_agree_with_their_meta():
     """fixtures/reproduced/<scenario>.<variant>[.transformers-N].log: a genuine log saved by
     `verify --save-logs`, its .meta.yaml beside it (versions, what triage named). The golden of a
     failing run names the rule recorded at save time; a verified fix's log has no error of the
-    scenario's category. Logs of both transformers majors are kept where their wording differs."""
+    scenario's category. Logs of both transformers majors are kept where their wording differs, and
+    a scenario that runs on both devices keeps its CUDA log as `<scenario>.<variant>.cuda.log` where
+    the GPU words the failure differently (a device-side assert instead of the CPU's IndexError)."""
     import yaml
 
     root = Path(__file__).resolve().parents[1] / "fixtures" / "reproduced"
@@ -119,7 +121,10 @@ def test_saved_genuine_logs_agree_with_their_meta():
         stem = f"{meta['scenario']}.{meta['variant']}"
         major = str(meta["transformers"]).split(".")[0]
         majors.add(major)
-        assert log.name in (f"{stem}.log", f"{stem}.transformers-{major}.log"), log.name
+        names = (f"{stem}.log", f"{stem}.transformers-{major}.log")
+        if meta.get("device") == "cuda":
+            names += (f"{stem}.cuda.log",)
+        assert log.name in names, log.name
         golden = json.loads(log.with_name(log.name[:-4] + ".expected.json").read_text(encoding="utf-8"))
         if meta["kind"] == "fail":
             assert golden["findings"][0]["rule_id"] == meta["detected_as"]["rule_id"], log.name
