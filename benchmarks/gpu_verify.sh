@@ -6,7 +6,8 @@
 # Wheels the machine lacks travel in `.whl/` (pydantic, pydantic-core, annotated-types, typing-inspection,
 # google-re2 for its Python), `.whl4/` optional (transformers 4.57.x + the tokenizers and huggingface_hub it
 # pins). The project is imported from a copy laid out as the installed package (no build step there).
-# VERIFY_TIMEOUT (seconds, default 300) bounds each transformers stack's verify run.
+# VERIFY_TIMEOUT (seconds, default 300) bounds each transformers stack's verify run; SCENARIOS (names,
+# space-separated) limits the run to those scenarios.
 # Afterwards copy OUTDIR/verified.json over rules/verified.json and review the diff.
 set -o pipefail
 OUTDIR=${1:-${OUT:-gpu-out}}
@@ -27,7 +28,7 @@ cat "$OUTDIR/env.txt"
 cp rules/verified.json "$OUTDIR/verified.json"
 rc=0
 verify() {  # $1: label, $2: PYTHONPATH
-  PYTHONPATH=$2 timeout ${VERIFY_TIMEOUT:-300} $PY -m llmtriage verify --device cuda -j 6 -q --format json \
+  PYTHONPATH=$2 timeout ${VERIFY_TIMEOUT:-300} $PY -m llmtriage verify $SCENARIOS --device cuda -j 6 -q --format json \
     --save-logs "/tmp/llmtriage-logs/$1" --record-file "$OUTDIR/verified.json" > "$OUTDIR/verify-$1.json"
   local r=$?; echo "verify $1: exit $r"; [ $r -eq 0 ] || rc=1
 }

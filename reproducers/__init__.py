@@ -28,6 +28,7 @@ MODULES = (
     "loss_suspicious",
     "data_corrupt",
     "infra",
+    "gpu_kernels",
 )
 
 _CACHE: list = []

@@ -1,0 +1,89 @@
+"""GPU-only kernel failures: a hand-written Triton matmul whose tiles need more shared memory
+than an SM has (Triton's OutOfResources at launch), fixed by smaller tiles and fewer stages."""
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+try:
+    from ._harness import Scenario, Variant, checks
+except ImportError:  # run as a script in the child
+    from _harness import Scenario, Variant, checks
+
+SCENARIOS = [
+    Scenario(
+        name="triton-shared-memory-oor",
+        module=__name__,
+        category="compile-error",
+        rules=("triton-out-of-resources",),
+        devices=("cuda",),
+        description="A Triton matmul launched with 256x256x128 fp32 tiles and 4 pipeline stages (about 1 MiB of shared memory)",
+        fail=Variant("big-tiles", "BLOCK_M=BLOCK_N=256, BLOCK_K=128, num_stages=4", timeout=240),
+        fixes=(Variant("smaller-tiles", "BLOCK_M=BLOCK_N=64, BLOCK_K=32, num_stages=2 (same kernel)", timeout=240),),
+        checks=(checks.completed,),
+    ),
+]
+
+# the kernel lives in its own file: Triton reads a kernel's source from disk
+_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+'''
+
+
+def _matmul(kit, bm, bn, bk, stages):
+    import torch
+
+    Path("mm_kernel.py").write_text(textwrap.dedent(_KERNEL))
+    sys.path.insert(0, str(Path.cwd()))
+    kernel = importlib.import_module("mm_kernel").matmul_kernel
+    import triton
+
+    M = N = K = 512
+    a = torch.randn(M, K, device=kit.device)
+    b = torch.randn(K, N, device=kit.device)
+    c = torch.empty(M, N, device=kit.device)
+    print(f"triton {triton.__version__}, {torch.cuda.get_device_name()}: "
+          f"BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}")
+    grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
+    kernel[grid](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=4, num_stages=stages)
+    torch.cuda.synchronize()
+    err = float((c - a @ b).abs().max() / (a @ b).abs().max())
+    print(f"max relative error vs torch.matmul: {err:.2e}")
+    kit.result(rel_err=err)
+    if err > 1e-2:
+        raise SystemExit(f"wrong result: relative error {err}")
+
+
+def big_tiles(kit):
+    _matmul(kit, 256, 256, 128, 4)
+
+
+def smaller_tiles(kit):
+    _matmul(kit, 64, 64, 32, 2)
+
+
+if __name__ == "__main__":
+    from _child import run_main
+
+    run_main(globals())
