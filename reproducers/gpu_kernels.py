@@ -1,5 +1,7 @@
 """GPU-only kernel failures: a hand-written Triton matmul whose tiles need more shared memory
-than an SM has (Triton's OutOfResources at launch), fixed by smaller tiles and fewer stages."""
+than an SM has (Triton's OutOfResources at launch), fixed by smaller tiles and fewer stages; and a
+Triton kernel whose int32 offsets overflow on a tensor of more than 2**31 elements (an illegal
+memory access, a software bug on healthy hardware), fixed by 64-bit offsets."""
 from __future__ import annotations
 
 import importlib
@@ -22,6 +24,17 @@ SCENARIOS = [
         description="A Triton matmul launched with 256x256x128 fp32 tiles and 4 pipeline stages (about 1 MiB of shared memory)",
         fail=Variant("big-tiles", "BLOCK_M=BLOCK_N=256, BLOCK_K=128, num_stages=4", timeout=240),
         fixes=(Variant("smaller-tiles", "BLOCK_M=BLOCK_N=64, BLOCK_K=32, num_stages=2 (same kernel)", timeout=240),),
+        checks=(checks.completed,),
+    ),
+    Scenario(
+        name="kernel-int32-offset-overflow",
+        module=__name__,
+        category="gpu-hardware-fault",
+        rules=("cuda-illegal-memory-access",),
+        devices=("cuda",),
+        description="A Triton elementwise kernel computes pid * BLOCK in int32 over a tensor of 2**31 + 2**20 elements",
+        fail=Variant("int32-offsets", "offs = pid * BLOCK + arange(BLOCK), pid an int32 program id", timeout=240),
+        fixes=(Variant("int64-offsets", "pid.to(tl.int64) * BLOCK (same kernel, same tensor)", timeout=240),),
         checks=(checks.completed,),
     ),
 ]
@@ -73,6 +86,53 @@ def _matmul(kit, bm, bn, bk, stages):
     kit.result(rel_err=err)
     if err > 1e-2:
         raise SystemExit(f"wrong result: relative error {err}")
+
+
+_SCALE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, n, factor, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    pid = tl.program_id(0)
+    if WIDE:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(x_ptr + offs, x * factor, mask=mask)
+'''
+
+
+def _scale(kit, wide):
+    import torch
+
+    Path("scale_kernel.py").write_text(textwrap.dedent(_SCALE))
+    sys.path.insert(0, str(Path.cwd()))
+    kernel = importlib.import_module("scale_kernel").scale_kernel
+    import triton
+
+    n = 2**31 + 2**20  # more elements than an int32 offset can address
+    x = torch.ones(n, dtype=torch.bfloat16, device=kit.device)
+    block = 1024
+    print(f"triton {triton.__version__}: scaling {n} bf16 elements, BLOCK={block}, "
+          f"{'int64' if wide else 'int32'} offsets")
+    kernel[(triton.cdiv(n, block),)](x, n, 2.0, BLOCK=block, WIDE=wide)
+    torch.cuda.synchronize()
+    ok = bool((x[-4:] == 2).all()) and bool((x[:4] == 2).all())
+    print(f"first/last elements scaled: {ok}")
+    kit.result(scaled=ok)
+    if not ok:
+        raise SystemExit("kernel left elements unscaled")
+
+
+def int32_offsets(kit):
+    _scale(kit, False)
+
+
+def int64_offsets(kit):
+    _scale(kit, True)
 
 
 def big_tiles(kit):
