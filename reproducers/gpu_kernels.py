@@ -1,7 +1,9 @@
 """GPU-only kernel failures: a hand-written Triton matmul whose tiles need more shared memory
 than an SM has (Triton's OutOfResources at launch), fixed by smaller tiles and fewer stages; and a
 Triton kernel whose int32 offsets overflow on a tensor of more than 2**31 elements (an illegal
-memory access, a software bug on healthy hardware), fixed by 64-bit offsets."""
+memory access, a software bug on healthy hardware), fixed by 64-bit offsets; and a torch CUDA
+extension built only for another architecture (no kernel image for this GPU), fixed by rebuilding
+it for this GPU's compute capability."""
 from __future__ import annotations
 
 import importlib
@@ -35,6 +37,19 @@ SCENARIOS = [
         description="A Triton elementwise kernel computes pid * BLOCK in int32 over a tensor of 2**31 + 2**20 elements",
         fail=Variant("int32-offsets", "offs = pid * BLOCK + arange(BLOCK), pid an int32 program id", timeout=240),
         fixes=(Variant("int64-offsets", "pid.to(tl.int64) * BLOCK (same kernel, same tensor)", timeout=240),),
+        checks=(checks.completed,),
+    ),
+    Scenario(
+        name="extension-built-for-other-arch",
+        module=__name__,
+        category="cuda-version-mismatch",
+        rules=("no-kernel-image-for-gpu",),
+        devices=("cuda",),
+        description="A torch CUDA extension (load_inline) compiled with TORCH_CUDA_ARCH_LIST for another GPU generation, no PTX",
+        fail=Variant("other-arch-only", "TORCH_CUDA_ARCH_LIST = an architecture of another major generation, no +PTX",
+                     timeout=420),
+        fixes=(Variant("this-gpu-arch", "TORCH_CUDA_ARCH_LIST = this GPU's compute capability (same source)",
+                       timeout=420),),
         checks=(checks.completed,),
     ),
 ]
@@ -133,6 +148,52 @@ def int32_offsets(kit):
 
 def int64_offsets(kit):
     _scale(kit, True)
+
+
+_EXT_CUDA = r'''
+#include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+
+__global__ void add_one_kernel(float* x, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+}
+
+void add_one(torch::Tensor x) {
+  int64_t n = x.numel();
+  add_one_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), n);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+'''
+
+
+def _extension(kit, same_arch):
+    import os
+
+    import torch
+    from torch.utils.cpp_extension import load_inline
+
+    major, minor = torch.cuda.get_device_capability()
+    other = "8.0" if major >= 9 else "9.0"  # SASS runs only on its own major generation
+    arch = f"{major}.{minor}" if same_arch else other
+    os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(Path.cwd() / "torch_extensions")
+    print(f"{torch.cuda.get_device_name()} (sm_{major}{minor}); building add_one with TORCH_CUDA_ARCH_LIST={arch}")
+    ext = load_inline(name=f"add_one_sm{arch.replace('.', '')}", cpp_sources="void add_one(torch::Tensor x);",
+                      cuda_sources=_EXT_CUDA, functions=["add_one"], verbose=False)
+    x = torch.zeros(1024, device=kit.device)
+    ext.add_one(x)
+    torch.cuda.synchronize()
+    print(f"add_one ran: sum = {float(x.sum()):.0f}")
+    kit.result(ran=float(x.sum()) == 1024.0)
+
+
+def other_arch_only(kit):
+    _extension(kit, False)
+
+
+def this_gpu_arch(kit):
+    _extension(kit, True)
 
 
 def big_tiles(kit):
