@@ -155,3 +155,19 @@ def test_a_sigterm_no_rule_names_is_judged_once_the_verdict_names_it():
     errors, rep = _errors(_stopped_log(kill, head="+ mpirun -np 32 python train.py\nw-0:4411:4470 [0] NCCL INFO NCCL version 2.21.5\n"))
     assert errors[0].rule_id == "verdict-hung-until-killed", [f.rule_id for f in errors]
     assert "20 min" in errors[0].message
+
+
+def test_a_hang_while_loading_a_checkpoint_before_any_step_is_fixed_not_retried():
+    # the data-loading bars reached 100%, then the ranks went silent loading the checkpoint until the kill:
+    # a relaunch waits at the same start-up step, so the next action is fix; a hang after steps stays retry
+    text = ("+ srun torchrun --nproc_per_node 8 train.py\n[rank0] NCCL INFO NCCL version 2.27.3\n"
+            "[rank0]:Resolving data files: 100%|##########| 2048/2048 [04:51<00:00,  7.03it/s]\n"
+            "[rank0]:Loading dataset shards: 100%|##########| 1536/1536 [05:02<00:00,  5.08it/s]\n"
+            "[rank0]:[2026-11-27 03:10:20,303] INFO - Loading the checkpoint at step 12000.\n"
+            "[rank7]:[2026-11-27 03:16:02,117] INFO - Loading the checkpoint at step 12000.\n"
+            + KILL.format(kill="09:14:06"))
+    errors, rep = _errors(text)
+    assert errors[0].rule_id == "verdict-hung-until-killed", [f.rule_id for f in errors]
+    assert rep.extra["phase"] in ("model-loading", "data-loading") and errors[0].action == "fix"
+    errors, _ = _errors(_log("03:18:30", "12:00:22"))
+    assert errors[0].action == "retry"
