@@ -317,12 +317,31 @@ def test_every_shape_is_well_formed_and_re2_safe():
     assert spec["shapes"] and int(spec["frames_deep"]) >= 1
     re2 = pytest.importorskip("re2")
     for s in spec["shapes"]:
-        assert s["family"] in cats and s["weight"] in (1, 2, 3, 4) and s["name"], s
+        assert s["family"] in cats and s["weight"] in (-4, -3, -2, -1, 1, 2, 3, 4) and s["name"], s
         assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost"}, s
         assert any(s.get(k) for k in ("type", "message", "frames", "innermost")), s
         for k in ("type", "message", "unless", "frames", "innermost"):
             if s.get(k):
                 re2.compile(s[k])
+
+
+def test_an_index_error_in_a_serving_engines_block_bookkeeping_is_not_a_token_id_range():
+    # LMDeploy's prefix trie lost count of a sequence's blocks: numpy's words, the engine's bug
+    message = "index 17 is out of bounds for axis 0 with size 17"
+    _, top = _top(_raised_in(f"IndexError: {message}", "/py/site-packages/lmdeploy/pytorch/engine/engine.py",
+                             "/py/site-packages/lmdeploy/pytorch/paging/scheduler.py",
+                             "/py/site-packages/lmdeploy/pytorch/paging/block_trie.py"))
+    assert (top.rule_id, top.category) == ("unknown", "unknown")
+    # the same words raised in the user's own data code still read as an index out of range
+    _, own = _top(_raised_in(f"IndexError: {message}", "/app/data/collate.py"))
+    assert (own.rule_id, own.category) == ("unknown", "index-out-of-range")
+    from llmtriage.detect.family import shape_cues
+    for files in (["/py/site-packages/vllm/v1/core/sched/scheduler.py"], ["/py/site-packages/sglang/srt/mem_cache/radix_cache.py"],
+                  ["/py/site-packages/tensorrt_llm/_torch/pyexecutor/resource_manager.py"]):
+        assert [(s[0], s[1]) for s in shape_cues("IndexError", message, files)] == [("index-out-of-range", -3)]
+    # not where the model reads token ids, and not another exception type
+    assert shape_cues("IndexError", "index out of range in self", ["/py/site-packages/vllm/model_executor/layers/vocab_parallel_embedding.py"]) == []
+    assert shape_cues("KeyError", "17", ["/py/site-packages/lmdeploy/pytorch/paging/block_trie.py"]) == []
 
 
 def test_a_deepspeed_op_that_fails_to_build_is_not_a_config_shape():

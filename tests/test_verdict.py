@@ -347,6 +347,21 @@ def test_overrides_from_context():
     assert run(dbe + smi).extra["action"] == "replace-node"
 
 
+def test_a_kernel_fault_beside_an_application_xid_is_fix_and_a_hardware_xid_still_replaces_the_node():
+    launch = "[2026-07-30 01:58:54 TP6] torch.AcceleratorError: CUDA error: unspecified launch failure\n"
+    app = ("Jul 30 01:58:54 b300-node07 kernel: NVRM: Xid (PCI:0000:c1:00): 13, pid=884121, name=sglang::schedul, "
+           "Graphics Exception: CTA Not Present\n")
+    rep = run(launch + app)
+    assert errors(rep)[0].rule_id == "cuda-illegal-memory-access" and rep.extra["action"] == "fix"
+    assert "application Xid" in rep.extra["action_reason"]
+    mmu = app.replace("13, pid", "31, pid").replace("Graphics Exception: CTA Not Present", "MMU Fault: ENGINE GRAPHICS")
+    assert run(launch + mmu).extra["action"] == "fix"
+    # a hardware Xid in the driver's own PCI format wins over the application one; the launch failure alone keeps its default
+    hw = "[Thu Jul 30 01:58:54 2026] NVRM: Xid (PCI:0000:c1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    assert run(launch + app + hw).extra["action"] == "replace-node"
+    assert run(launch).extra["action"] == "replace-node"
+
+
 def test_collective_timeout_while_a_checkpoint_is_written_is_fix_unless_the_save_completed():
     wd = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
           "WorkNCCL(SeqNum=4211, OpType=ALLGATHER, NumelIn=2949120, NumelOut=11796480, Timeout(ms)=600000) "
