@@ -138,3 +138,8 @@ def test_missing_optional_module_printed_then_training_goes_on_is_survived():
              "ModuleNotFoundError: No module named 'hiddenlayer'\n"
     [f] = [f for f in scan_source(engine, raised.encode()).findings if f.category == "missing-dependency"]
     assert f.severity == "error"
+    # a library's own warning that an extension is missing foretells a failure: not an optional import
+    warned = ("/x/awq/modules/linear/gemm.py:14: UserWarning: AutoAWQ could not load GEMM kernels extension. "
+              "Details: No module named 'awq_ext'\n" + epochs)
+    found = [f for f in scan_source(engine, warned.encode()).findings if f.category == "missing-dependency"]
+    assert all((f.judgement or {}).get("context") != "optional-import-went-on" for f in found)
