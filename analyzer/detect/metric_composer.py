@@ -9,7 +9,10 @@ one record spread over several lines, a header with the batch counter and one in
 
 The record is the header's batch, the loss line's value (and line number), the grad norm and the
 first parameter group's learning rate printed under the same header (a record cut by a block
-boundary keeps what its own block shows).
+boundary keeps what its own block shows). The whole-model gradient norm goes by several keys:
+`l2_norm/grad/global` (OptimizerMonitor), `grad_l2_norm/step` (the older GradMonitor) and a custom
+callback's `grad(ient)_norm(s)/.../model|global|total`; per-layer norms (`l2_norm/grad/<layer>`,
+`layer_grad_l2_norm/...`) are not the model's.
 """
 from __future__ import annotations
 
@@ -17,9 +20,10 @@ import re
 from typing import Any
 
 _HEADER = re.compile(rb"\[batch=(\d+)/\d+\]:[ \t]*$", re.M)
-_FIELD = re.compile(rb"(?<![\w/])Train (loss/train/total|l2_norm/grad/global|lr-[\w.]+/group0): *"
+_FIELD = re.compile(rb"(?<![\w/])Train (loss/train/total|l2_norm/grad/global|grad_l2_norm/step|"
+                    rb"grad(?:ient)?_norms?/(?:l2_norm/)?(?:model|global|total)|lr-[\w.]+/group0): *"
                     rb"([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf))[ \t]*$", re.M)
-_INDEX = {b"loss/train/total": 1, b"l2_norm/grad/global": 2}
+_INDEX = {b"loss/train/total": 1}
 
 
 def scan_composer(self: Any, lines: bytes, view: bytes, line_base: int) -> None:
@@ -29,7 +33,7 @@ def scan_composer(self: Any, lines: bytes, view: bytes, line_base: int) -> None:
         rec: list[Any] = [int(h.group(1)), None, None, None, None]
         loss_at = -1
         for m in _FIELD.finditer(view, h.end(), end):
-            i = _INDEX.get(m.group(1), 3)
+            i = _INDEX.get(m.group(1), 3 if m.group(1).startswith(b"lr-") else 2)
             if rec[i] is None:
                 rec[i] = float(m.group(2))
                 if i == 1:

@@ -16,6 +16,13 @@ or values with few digits (`loss 2.1`), stays a warning, with two exceptions tha
   >= RECORDS_FACTOR x flat_min_records records: the batches still differ, the printed loss no longer
   does, so the model's output stopped depending on its input (`global step 448: loss = 0.5660` on every
   step after a spike). A running average would drift, not jump to one value and hold it.
+
+Digits are counted as the log printed them when the parser kept that (`metric_parse.Printed`): a
+progress bar's `train_loss=4.600` shows four significant digits, although the float's shortest form
+`4.6` has two. A value printed with >= PRINTED_DIGITS digits that stays the same on >= LONG_FACTOR x
+flat_min_records records in a row (Lightning's bar, one record per step, hundreds of steps) is no
+plateau either: a plateaued model's per-step loss still moves by many printed resolutions from batch
+to batch. Shorter runs, and values printed with fewer digits, stay warnings.
 """
 from __future__ import annotations
 
@@ -27,6 +34,8 @@ RECORDS_FACTOR = 3      # ... repeated on at least this x flat_min_records recor
 EPOCH_DIGITS = 4        # per-epoch averages: significant digits of the repeated value
 EPOCH_RECORDS = 5       # ... on at least this many whole epochs in a row
 NOISE_QUANTA = 10       # per-step losses: their earlier record-to-record change, in printed resolutions
+PRINTED_DIGITS = 4      # significant digits as printed (trailing zeros count) ...
+LONG_FACTOR = 6         # ... repeated on at least this x flat_min_records records
 
 
 def significant_digits(x: float) -> int:
@@ -84,6 +93,8 @@ def exact_flat(t: MetricTracker, anomalies: list[Anomaly]) -> None:
             continue
         if len(run) < RECORDS_FACTOR * t.th.flat_min_records:
             continue
-        if significant_digits(value) >= MIN_DIGITS or _moved_before(t, run, value):
+        shown = max((getattr(r.loss, "digits", 0) for r in run), default=0)
+        if (significant_digits(value) >= MIN_DIGITS or _moved_before(t, run, value)
+                or (shown >= PRINTED_DIGITS and len(run) >= LONG_FACTOR * t.th.flat_min_records)):
             a.severity = "error"
-            a.numbers["exact"] = repr(value)
+            a.numbers["exact"] = f"{value:#.{shown}g}" if shown > significant_digits(value) else repr(value)

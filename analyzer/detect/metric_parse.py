@@ -170,6 +170,28 @@ def num(b: Optional[bytes]) -> Optional[float]:
         return None
 
 
+class Printed(float):
+    """A loss as the log printed it: the float, and `digits`, its significant digits as printed
+    (trailing zeros count: `4.600` has 4, where the float's shortest repr `4.6` has 2)."""
+    digits = 0
+
+
+def printed_digits(b: bytes) -> int:
+    """Significant digits of a printed number (b"4.600" -> 4, b"0.0012" -> 2, b"2.569e-04" -> 4)."""
+    mant = b.lstrip(b"+-").lower().split(b"e")[0]
+    return len(mant.replace(b".", b"").lstrip(b"0"))
+
+
+def loss_num(b: bytes) -> Optional[float]:
+    """`num` for a loss value, keeping how many significant digits the log printed (`Printed`)."""
+    v = num(b)
+    if v is None or v != v or v in (math.inf, -math.inf):
+        return v
+    p = Printed(v)
+    p.digits = printed_digits(b)
+    return p
+
+
 # notebook loss tables: the header's column names -> record fields (None: a column we skip)
 _TABLE_FIELD = {"step": 0, "training loss": 1, "train loss": 1, "loss": 1, "grad norm": 2, "grad_norm": 2,
                 "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4}
@@ -286,6 +308,8 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                 continue
             if k == 0:
                 out[0] = _step_of(val)
+            elif k == 1:
+                out[1] = loss_num(val)
             elif not (k == 3 and _BELOW_PRECISION.match(val)):
                 out[k] = num(val)
     else:
@@ -298,6 +322,8 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                 continue    # the Trainer's end-of-run average (its dict, or its "***** train metrics *****" row), not a step
             if k == 0:
                 out[0] = _step_of(m.group(2))
+            elif k == 1:
+                out[1] = loss_num(m.group(2))
             elif not (k == 3 and _BELOW_PRECISION.match(m.group(2))):
                 out[k] = num(m.group(2))
     if out[1] is None and out[2] is not None and out[2] != out[2] and b"iteration" in low:

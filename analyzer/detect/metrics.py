@@ -27,13 +27,14 @@ from typing import Any, Optional
 from llmtriage.engine.fastre import search_raw, spans
 from llmtriage.detect.metric_parse import Record, is_flat_reward, is_rl_line, keras_epoch, parse_line, regexes, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
+from llmtriage.detect.metric_guard import GATES as GUARD_GATES, new_guard, scan_guard
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 from llmtriage.detect.metric_thresholds import THRESHOLDS, Thresholds, configure
 
 __all__ = ["Thresholds", "THRESHOLDS", "configure", "MetricTracker", "Record", "parse_line", "finite"]
 
 # an evaluation loss as printed (HF dict, "eval loss 3.41", "val_loss=3.41"); only values with 4+ digits
-_EVAL_LOSS = re.compile(rb"""\b(?:eval|val|validation)[_ ]loss['"]?\s*[:=]?\s*['"]?(\d+\.\d{3,})""")
+_EVAL_LOSS = re.compile(rb"""\b(?:eval|val|validation)[_ ]loss['"]?\s*[:=]?\s*['"]?(\d+\.\d{3,}(?:[eE][-+]?\d+)?)""")
 _MAX_EVALS = 64
 _EVAL_GATES = (b"al_loss", b"al loss", b"on_loss", b"on loss")    # eval/val/validation + loss, cheap literals
 
@@ -79,6 +80,7 @@ class MetricTracker:
         self.rl_records = 0
         # skipped optimizer steps: DeepSpeed's cumulative counter, Megatron's per-interval one
         self.ds_skips: Optional[tuple[int, int, int]] = None      # (step, skipped so far, line)
+        self.guard = new_guard()           # a trainer's own gradient-guard skips (metric_guard)
         self.meg_iters = 0                 # iterations covered by Megatron log lines
         self.meg_skipped = 0
         self.meg_tail_skipped = 0          # iterations in the trailing run of fully skipped intervals
@@ -173,6 +175,8 @@ class MetricTracker:
             self._scan_evals(lines, view, line_base)
         if b"skipped" in view:
             scan_skips(self, lines, view, line_base)
+        if any(k in view for k in GUARD_GATES):
+            scan_guard(self, lines, view, line_base)
         if search_raw(R.verflow_raw, R.VERFLOW, view) or search_raw(R.verflow_up_raw, R.VERFLOW_UP, view):
             scan_overflows(self, lines, view, line_base)
         if self._table is not None or b"Training Loss" in view or b"training loss" in view:

@@ -57,6 +57,8 @@ class TrainingObserver:
         from llmtriage.detect.metric_task import task_worsens   # deferred: as above
         from llmtriage.detect.metric_drift import first_update_jump, grad_climb   # deferred: as above
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
+        from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
+        from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -69,6 +71,8 @@ class TrainingObserver:
         anomalies += lr_dead(self.metrics, anomalies)
         anomalies += grad_climb(self.metrics, anomalies)
         anomalies += first_update_jump(self.metrics, anomalies)
+        anomalies += guard_skips(self.metrics, anomalies)
+        anomalies += validation_perfect(self.metrics, anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += self.xla.detect()
