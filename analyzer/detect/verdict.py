@@ -31,6 +31,7 @@ from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
+from llmtriage.detect.interrupted_save import resumed_interrupted_save
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
 from llmtriage.detect.hung import hung_until_killed
@@ -383,6 +384,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
     _yield_unknown(findings, lang, scanner)
+    resumed_interrupted_save(findings, scanner, verdict_spec().get("interrupted_save"), lang)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     # a kill known only now (a death no rule named, placed in the scheduler-kill family): once more
