@@ -87,3 +87,33 @@ def test_a_stop_long_after_the_save_began_is_not_an_interrupted_save():
     steps = "".join(f"[rank0]: step {1200 + i} | loss 1.41 | lr 1.8e-05\n" for i in range(300))
     top, _ = _rep(SAVE + steps + KILL + ATTEMPT2 + READ)
     assert top.rule_id != "verdict-resumed-interrupted-save"
+
+
+FR_TRACE = ("$ python -m torch.distributed.flight_recorder.fr_trace /scratch/fr -p nccl_trace_rank_\n"
+            "Not all ranks joining collective, sequence number: 4013\n"
+            "collective: nccl:all_reduce\n"
+            "missing ranks: {3}\n")
+
+
+def test_a_flight_recorder_analysis_naming_a_missing_rank_is_a_fix():
+    log = "".join(WD.format(r=r, seq=4013, op="ALLREDUCE", n=1024) for r in (0, 1, 2)) + TAIL + FR_TRACE
+    top, rep = _rep(log)
+    assert top.category == "nccl-timeout" and rep.extra["action"] == "fix"
+    assert "Flight Recorder" in rep.extra["action_reason"]
+
+
+def test_a_death_followed_by_a_new_attempt_that_trains_is_history():
+    log = ("[rank0]: step 3120 | loss 1.2230\n" + WD.format(r=2, seq=40211, op="ALLREDUCE", n=8) + TAIL
+           + "I0602 10:22:09.005000 801 torch/distributed/elastic/agent/server/api.py:525]   restart_count=1\n"
+           + "[rank0]: Epoch 4 | batch 3050 | loss 1.2281\n[rank0]: Epoch 4 | batch 3100 | loss 1.2244\n")
+    rep = analyze(log)
+    assert rep.extra["status"] == "running" and rep.extra["action"] == "none"
+    assert not [f for f in rep.findings if f.severity == "error"]
+
+
+def test_restart_count_zero_is_not_a_new_attempt():
+    log = ("I0602 10:02:09.005000 801 torch/distributed/elastic/agent/server/api.py:525]   restart_count=0\n"
+           + WD.format(r=2, seq=40211, op="ALLREDUCE", n=8) + TAIL
+           + "[rank0]: Epoch 4 | batch 3050 | loss 1.2281\n")
+    rep = analyze(log)
+    assert rep.extra["status"] == "crashed"

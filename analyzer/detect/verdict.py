@@ -82,6 +82,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
             first_survived[e.type] = e.line
     again = {e.line for e in exceptions if first_survived.get(e.type, e.line) < e.line < scanner.last_progress}
     alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
+                   and not _resumed_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again
                    and not (d[1] == "exception" and echo_handled(d[0], scanner)))
     if alive:
@@ -102,6 +103,12 @@ def _handled(line: int, scanner: Scanner, last_death: int = 0) -> bool:
     after = int(verdict_spec()["recovery_window"]["after"])
     return any(line < h[0] <= line + after and max(scanner.last_progress, last_death) > h[0]
                for h in scanner.hits.get("recovery", ()))
+
+
+def _resumed_after(line: int, scanner: Scanner) -> bool:
+    """A later attempt began after `line` (a resume marker: a requeue's restart counter, a resume from the
+    checkpoint) and made progress: the death at `line` ended an earlier attempt, not the log."""
+    return any(line < h[0] < scanner.last_progress for h in scanner.hits.get("resume", ()))
 
 
 def _progress_after(line: int, scanner: Scanner) -> bool:
