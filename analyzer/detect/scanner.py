@@ -34,6 +34,9 @@ _COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+
                       rb"""|['"]epoch['"]\s*:\s*['"]?(\d+(?:\.\d+)?)""")   # a Trainer record's epoch, in thousandths
 
 
+_DISTINCT_KEYS = 4096     # keys a keyed `distinct` marker tracks at most (a long log's sequence numbers)
+
+
 @dataclass(frozen=True)
 class Marker:
     name: str
@@ -41,9 +44,10 @@ class Marker:
     literals: tuple[bytes, ...]
     source: bytes
     tail: int = 0          # a death marker that counts only within this many lines of the log's end (0: anywhere)
-    # (group, min): the marker is seen only once its regex's named `group` took `min` distinct values (a port
-    # error reported by two hosts is a fabric-wide flap, by one host that node's link)
-    distinct: Optional[tuple[str, int]] = None
+    # (group, min, key): the marker is seen only once its regex's named `group` took `min` distinct values (a port
+    # error reported by two hosts is a fabric-wide flap, by one host that node's link); with a `key` group, counted
+    # per value of that group (ranks that timed out at one sequence number in different collectives)
+    distinct: Optional[tuple[str, int, Optional[str]]] = None
 
     @property
     def regex(self) -> Any:
@@ -60,7 +64,8 @@ def _marker_rx(source: bytes) -> Any:
 def markers() -> tuple[Marker, ...]:
     return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode(),
                         int(m.get("tail", 0)),
-                        (m["distinct"]["group"], int(m["distinct"]["min"])) if m.get("distinct") else None)
+                        (m["distinct"]["group"], int(m["distinct"]["min"]), m["distinct"].get("key"))
+                        if m.get("distinct") else None)
                  for m in verdict_spec()["markers"])
 
 
@@ -129,7 +134,7 @@ class Scanner:
         self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
         self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
         self._tail_lines: list[tuple[int, bytes]] = []   # the same blocks with `\r` kept (one row per line)
-        self._distinct: dict[str, set[bytes]] = {}         # a `distinct` marker's values so far
+        self._distinct: dict[tuple[str, bytes], set[bytes]] = {}   # a `distinct` marker's values so far (per key)
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         self._tail = [*self._tail[-1:], (line_base, view)]
@@ -156,7 +161,10 @@ class Scanner:
                 if not hit:
                     continue
                 if m.distinct is not None:
-                    values = self._distinct.setdefault(m.name, set())
+                    key = (hit.group(m.distinct[2]) or b"") if m.distinct[2] else b""
+                    if (m.name, key) not in self._distinct and len(self._distinct) >= _DISTINCT_KEYS:
+                        continue
+                    values = self._distinct.setdefault((m.name, key), set())
                     values.add(hit.group(m.distinct[0]) or b"")
                     if len(values) < m.distinct[1]:
                         continue

@@ -31,6 +31,7 @@ from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
+from llmtriage.detect.interrupted_save import resumed_interrupted_save
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
 from llmtriage.detect.hung import hung_until_killed
@@ -81,6 +82,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
             first_survived[e.type] = e.line
     again = {e.line for e in exceptions if first_survived.get(e.type, e.line) < e.line < scanner.last_progress}
     alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
+                   and not _resumed_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again
                    and not (d[1] == "exception" and echo_handled(d[0], scanner)))
     if alive:
@@ -101,6 +103,12 @@ def _handled(line: int, scanner: Scanner, last_death: int = 0) -> bool:
     after = int(verdict_spec()["recovery_window"]["after"])
     return any(line < h[0] <= line + after and max(scanner.last_progress, last_death) > h[0]
                for h in scanner.hits.get("recovery", ()))
+
+
+def _resumed_after(line: int, scanner: Scanner) -> bool:
+    """A later attempt began after `line` (a resume marker: a requeue's restart counter, a resume from the
+    checkpoint) and made progress: the death at `line` ended an earlier attempt, not the log."""
+    return any(line < h[0] < scanner.last_progress for h in scanner.hits.get("resume", ()))
 
 
 def _progress_after(line: int, scanner: Scanner) -> bool:
@@ -383,6 +391,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
     _yield_unknown(findings, lang, scanner)
+    resumed_interrupted_save(findings, scanner, verdict_spec().get("interrupted_save"), lang)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     # a kill known only now (a death no rule named, placed in the scheduler-kill family): once more
