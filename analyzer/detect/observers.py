@@ -76,7 +76,8 @@ class TrainingObserver:
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += self.xla.detect()
         anomalies += self.breakdown.detect()
-        anomalies += self.waits.detect(recs[0].line if recs else None)
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.waits.detect(recs[0].line if recs else None)   # (a slowdown already named says it)
         findings.extend(to_findings(anomalies, findings, self.lang))
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:
