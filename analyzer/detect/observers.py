@@ -28,6 +28,7 @@ class TrainingObserver:
         from llmtriage.detect.xla_compile import XlaCompileTracker   # deferred: as above
         from llmtriage.detect.step_breakdown import StepBreakdownTracker   # deferred: as above
         from llmtriage.detect.step_waits import StepWaitTracker   # deferred: as above
+        from llmtriage.detect.mfu import MfuTracker   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -36,6 +37,7 @@ class TrainingObserver:
         self.xla = XlaCompileTracker()
         self.breakdown = StepBreakdownTracker()
         self.waits = StepWaitTracker()
+        self.mfu = MfuTracker()
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
@@ -50,6 +52,7 @@ class TrainingObserver:
         self.xla.feed(lines, line_base)
         self.breakdown.feed(lines, line_base)
         self.waits.feed(lines, line_base)
+        self.mfu.feed(lines, line_base)
         self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -78,6 +81,8 @@ class TrainingObserver:
         anomalies += self.breakdown.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.waits.detect(recs[0].line if recs else None)   # (a slowdown already named says it)
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.mfu.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:
