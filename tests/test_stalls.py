@@ -73,6 +73,13 @@ def test_py_spy_dump_reports_the_main_threads_innermost_non_stdlib_frame():
     assert td["frame"].startswith("_wait_for_batch (") and td["user_frame"] == "train_epoch (/work/moe/train.py:212)"
 
 
+
+def test_py_spy_dump_under_a_bracketed_host_tag_is_read():
+    """A wrapper that tags every line with its host (`... | sed "s/^/[gpu11] /"`): the frames are read as frames."""
+    tagged = "".join(f"[gpu11] {line}\n" for line in PYSPY.splitlines())
+    td = llmtriage.analyze(tagged).extra["thread_dump"]
+    assert td["main_thread"] == "48213" and td["user_frame"] == "train_epoch (/work/moe/train.py:212)"
+
 FAULTHANDLER = """Timeout (0:10:00)!
 Thread 0x00007f2a8c9ff640 (most recent call first):
   File "/usr/lib/python3.11/threading.py", line 331 in wait

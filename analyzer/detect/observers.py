@@ -27,6 +27,8 @@ class TrainingObserver:
         from llmtriage.detect.throughput import ThroughputTracker   # deferred: as above
         from llmtriage.detect.xla_compile import XlaCompileTracker   # deferred: as above
         from llmtriage.detect.step_breakdown import StepBreakdownTracker   # deferred: as above
+        from llmtriage.detect.step_waits import StepWaitTracker   # deferred: as above
+        from llmtriage.detect.mfu import MfuTracker   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -34,6 +36,8 @@ class TrainingObserver:
         self.throughput = ThroughputTracker()
         self.xla = XlaCompileTracker()
         self.breakdown = StepBreakdownTracker()
+        self.waits = StepWaitTracker()
+        self.mfu = MfuTracker()
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
@@ -47,6 +51,8 @@ class TrainingObserver:
         self.throughput.feed(lines, view, line_base)
         self.xla.feed(lines, line_base)
         self.breakdown.feed(lines, line_base)
+        self.waits.feed(lines, line_base)
+        self.mfu.feed(lines, line_base)
         self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -77,6 +83,10 @@ class TrainingObserver:
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += self.xla.detect()
         anomalies += self.breakdown.detect()
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.waits.detect(recs[0].line if recs else None)   # (a slowdown already named says it)
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.mfu.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:

@@ -46,6 +46,7 @@ _COLLECTIVES = frozenset({
     "batch_isend_irecv"})
 _BARE = re.compile(r"\s|Thread |Current thread |Process \d|Python v|File ")
 _HOST_INDENT = re.compile(r"^(?:[A-Za-z][\w.-]*\d|\d{1,6}): (?=\s)")   # "node-7:     frame (...)": split_prefix keeps it
+_HOST_TAG = re.compile(r"^\[[A-Za-z][\w.-]{0,40}\d\] ")   # "[node0]     frame (...)": a host tag a wrapper script added
 _COMM_PATH = re.compile(r"torch[/\\]distributed[/\\]|distributed_c10d\.py|deepspeed[/\\]comm[/\\]")
 # a runtime's hang: its caller is the first frame outside torch and the runtime's own libraries
 _RUNTIME_CALLER = re.compile(r"(?:^|[/\\])(?:torch|deepspeed|megatron[/\\]core|accelerate)[/\\]")
@@ -93,6 +94,7 @@ class ThreadDumpObserver:
             if not _BARE.match(text):       # a Ray actor, rank, host or time-stamp prefix before the dump
                 text = split_prefix(text).text or text
                 text = _HOST_INDENT.sub("", text, 1)
+                text = _HOST_TAG.sub("", text, 1)
             self._line(text, line_base + i)
 
     def _line(self, text: str, ln: int) -> None:

@@ -1,0 +1,105 @@
+"""metric-mfu-far-below-peak: a large model trained at a small fraction of its GPUs' peak, from the first step.
+
+A run that is slow from its first step has no fast stretch to compare with; what it can be compared with is the
+hardware. Two trainers print achieved model FLOPs in a form that can be checked against the GPU the log names:
+
+  Megatron     `throughput per GPU (TFLOP/s/GPU): 20.1` (--log-throughput): model TFLOP/s per GPU, divided here by
+               the dense bf16 peak of the GPU named in the log (`PEAKS`: nvidia-smi rows, environment dumps).
+  torchtitan   `wps: 196  mfu: 8.61%` / `tps: ... mfu: ...%`: its own MFU, computed against the peak of the device it
+               detected (a trainer that hard-codes one GPU's peak, nanoGPT's `mfu 104%` or nanochat's `mfu: 24.9`,
+               is not read: on another GPU its number is off by the ratio of the peaks).
+
+Judged only for a model of at least `MIN_PARAMS` parameters (torchtitan's `Model ... size: N total parameters`,
+Megatron's `number of parameters on (tensor, pipeline) model parallel rank (0, 0): N`): a debug-size model cannot
+fill a GPU and its MFU says nothing. The first `SKIP` records (compilation, warm-up) are left out; the median of at
+least `MIN_RECORDS` later ones below `MFU_LOW`% is an error: a large model trains at 30-55% on a healthy setup,
+and below a tenth of the peak the GPUs wait most of every step (exposed communication over a slow network,
+offloading, recomputation on a too-small batch). With several GPU models named in one log the peak is unknown and
+Megatron's numbers are not judged.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median
+
+MFU_LOW = 10.0
+MIN_PARAMS = 1e9
+SKIP = 2
+MIN_RECORDS = 3
+KEEP = 4096
+
+# dense bf16 (fp16 for V100) tensor-core peak, TFLOP/s; the first pattern that matches a name wins
+PEAKS: list[tuple[str, re.Pattern[bytes], float]] = [(n, re.compile(p), v) for n, p, v in (
+    ("GB200", rb"\bGB200\b", 2500.0), ("B200", rb"\bB200\b", 2250.0), ("H200", rb"\bH200\b", 989.0),
+    ("H100 PCIe", rb"\bH100[ -]PCIe", 756.0), ("H100", rb"\bH100\b", 989.0), ("H800", rb"\bH800\b", 989.0),
+    ("H20", rb"\bH20\b", 148.0), ("A100", rb"\bA100\b", 312.0), ("A800", rb"\bA800\b", 312.0),
+    ("L40S", rb"\bL40S\b", 362.0), ("RTX 4090", rb"RTX 4090\b", 165.0), ("RTX 3090", rb"RTX 3090\b", 71.0),
+    ("MI300X", rb"\bMI300X\b", 1307.0), ("V100", rb"\bV100\b", 125.0))]
+_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(|NVIDIA|GPU|Tesla|AMD Instinct")
+_MEG = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\): ([0-9]+(?:\.[0-9]+)?)")
+_TITAN = re.compile(rb"\b(?:wps|tps): [0-9][0-9,]*\b.*?\bmfu: ([0-9]+(?:\.[0-9]+)?)%")
+_PARAMS = re.compile(rb"Model \S+ \S+ size: ([0-9][0-9,]*) total parameters|"
+                     rb"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): ([0-9]+)")
+
+
+class MfuTracker:
+    """Reads achieved model FLOPs, the model size and the GPU's name block by block; `detect()` gives the anomaly."""
+
+    def __init__(self) -> None:
+        self.meg: list[tuple[int, float]] = []
+        self.titan: list[tuple[int, float]] = []
+        self.params = 0.0           # the whole model's (torchtitan), or one model-parallel rank's shard (Megatron)
+        self.shard = False
+        self.gpus: dict[str, float] = {}
+
+    def feed(self, lines: bytes, line_base: int) -> None:
+        if _GATE.search(lines) is None:
+            return
+        for i, raw in enumerate(lines.split(b"\n")):
+            if len(raw) > 4096 or _GATE.search(raw) is None:
+                continue
+            ln = line_base + i
+            m = _MEG.search(raw)
+            if m:
+                if len(self.meg) < KEEP:
+                    self.meg.append((ln, float(m.group(1))))
+                continue
+            m = _TITAN.search(raw)
+            if m:
+                if len(self.titan) < KEEP:
+                    self.titan.append((ln, float(m.group(1))))
+                continue
+            m = _PARAMS.search(raw)
+            if m:
+                self.params = max(self.params, float((m.group(1) or m.group(2)).replace(b",", b"")))
+                self.shard = m.group(1) is None
+                continue
+            for name, rx, peak in PEAKS:
+                if rx.search(raw):
+                    if len(self.gpus) < 8:
+                        self.gpus[name] = peak
+                    break
+
+    def detect(self) -> list[Anomaly]:
+        """The anomaly when a large model's MFU stays below `MFU_LOW`% after warm-up."""
+        if self.params < MIN_PARAMS:
+            return []
+        nums: dict[str, Any] = {"shard_params" if self.shard else "params": f"{self.params / 1e9:.1f}"}
+        recs = self.titan[SKIP:]
+        if len(recs) >= MIN_RECORDS:
+            mfu = median([v for _, v in recs])
+            nums.update(titan_mfu=f"{mfu:.1f}")
+        else:
+            recs = self.meg[SKIP:]
+            if len(recs) < MIN_RECORDS or len(set(self.gpus.values())) != 1:
+                return []
+            [(gpu, peak)] = list(self.gpus.items())[:1]
+            tf = median([v for _, v in recs])
+            mfu = 100 * tf / peak
+            nums.update(tflops=fmt(tf), gpu=gpu, peak=f"{peak:g}")
+        if mfu >= MFU_LOW:
+            return []
+        nums.update(mfu=f"{mfu:.1f}", records=len(recs), comm=True)
+        return [Anomaly("mfu_low", "throughput-low", "error", recs[0][0], recs[-1][0], None, len(recs), nums)]

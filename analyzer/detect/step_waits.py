@@ -1,0 +1,128 @@
+"""metric-step-wait-dominates: a run that is slow from its first step, read from where its steps spend their time.
+
+The throughput detector (throughput.py) sees a slowdown against the run's own early speed; a run that is slow from
+the start has no fast baseline. These sources say how slow it is on their own, because they split each step into the
+part that does the work and the part that waits:
+
+  data wait      the loop's own data time beside its step time: LeRobot `updt_s:0.302 data_s:13.330` (the step is
+                 their sum), mmcv `time: 0.430, data_time: 0.006` and the PyTorch examples' AverageMeter
+                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time). The first record is
+                 left out (workers start); at least `MIN_RECORDS` later ones, and the finding when the data wait is
+                 `DATA_SHARE` of all step time (the GPUs wait for the input pipeline most of the run).
+  profiler       Lightning's simple profiler report: `[_TrainingEpochLoop].train_dataloader_next | mean | calls |
+                 total | percentage`: fetching batches took `DATA_SHARE` of the fit time or more.
+  optimizer      DeepSpeed's `wall_clock_breakdown`: `time (ms) | forward: 376.60 | backward: 864.56 | ... | step:
+                 22880.87`: the optimizer step takes `STEP_RATIO` x forward + backward on the median of at least
+                 `MIN_BREAKDOWNS` iterations, and at least `STEP_MIN_MS` (ZeRO-Offload's CPU Adam starved of cores,
+                 NVMe offload): the GPUs wait for the host.
+  power          nvidia-smi tables taken during training: every GPU of a multi-GPU job at `BUSY_UTIL`% or more
+                 while drawing at most `POWER_SHARE` of its power cap. A kernel occupies the GPU but does no math:
+                 NCCL kernels spinning while they wait for a slow or misconfigured network (the volatile
+                 utilisation counts a waiting kernel as busy). A training step's matrix work draws well over half.
+
+Each is an error: the job does not fail, but most of its time is spent waiting (docs/METRICS.md, "When a slowdown
+is an error"). Warm-up (the first record), a compile step, an evaluation pause or a save never make up most of a run.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median
+
+DATA_SHARE = 0.5
+MIN_RECORDS = 8
+STEP_RATIO = 8.0
+STEP_MIN_MS = 2000.0
+MIN_BREAKDOWNS = 3
+BUSY_UTIL = 90
+POWER_SHARE = 0.3
+KEEP = 4096
+
+_GATE = re.compile(rb"data_s:|data_time: |\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|")
+_LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
+_MMCV = re.compile(rb", time: ([0-9]+(?:\.[0-9]+)?), data_time: ([0-9]+(?:\.[0-9]+)?)")
+_METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
+_PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
+_DS = re.compile(rb"time \(ms\) \| forward: ([0-9.]+) \| backward: ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
+_SMI = re.compile(rb"([0-9]+)W\s*/\s*([0-9]+)W\s*\|\s*[0-9]+MiB\s*/\s*[0-9]+MiB\s*\|\s*([0-9]+)%")
+
+
+class StepWaitTracker:
+    """Reads data-wait, profiler, optimizer-breakdown and power readings block by block; `detect()` gives the anomaly."""
+
+    def __init__(self) -> None:
+        self.data: list[tuple[int, float, float]] = []      # (line, step seconds, data seconds)
+        self.data_src = ""
+        self.profiler: Optional[tuple[int, float, float, int]] = None   # (line, percentage, mean seconds, calls)
+        self.ds: list[tuple[int, float, float]] = []        # (line, forward + backward ms, step ms)
+        self.power: list[list[tuple[int, int, int, int]]] = []   # snapshots: [(line, watts, cap, util)]
+
+    def feed(self, lines: bytes, line_base: int) -> None:
+        if _GATE.search(lines) is None:
+            return
+        last_power = -10
+        for i, raw in enumerate(lines.split(b"\n")):
+            if len(raw) > 4096 or _GATE.search(raw) is None:
+                continue
+            ln = line_base + i
+            m = _LEROBOT.search(raw)
+            if m:
+                self._data(ln, float(m.group(1)) + float(m.group(2)), float(m.group(2)), "lerobot")
+                continue
+            m = _MMCV.search(raw) or _METER.search(raw)
+            if m:
+                self._data(ln, float(m.group(1)), float(m.group(2)), "mmcv" if m.re is _MMCV else "meter")
+                continue
+            m = _PROFILER.search(raw)
+            if m:
+                self.profiler = (ln, float(m.group(4)), float(m.group(1)), int(m.group(2)))
+                continue
+            m = _DS.search(raw)
+            if m:
+                if len(self.ds) < KEEP:
+                    self.ds.append((ln, float(m.group(1)) + float(m.group(2)), float(m.group(3))))
+                continue
+            m = _SMI.search(raw)
+            if m and int(m.group(2)) > 0 and len(self.power) < KEEP:
+                if ln - last_power > 4 or not self.power:
+                    self.power.append([])
+                last_power = ln
+                self.power[-1].append((ln, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+
+    def _data(self, ln: int, step: float, data: float, src: str) -> None:
+        if len(self.data) < KEEP and step > 0:
+            self.data.append((ln, step, min(data, step)))
+            self.data_src = self.data_src or src
+
+    def detect(self, train_start: Optional[int]) -> list[Anomaly]:
+        """The anomaly when the readings show the run waiting most of its time."""
+        nums: dict[str, Any] = {}
+        first = last = 0
+        recs = self.data[1:]
+        if len(recs) >= MIN_RECORDS:
+            step, data = sum(r[1] for r in recs), sum(r[2] for r in recs)
+            if data >= DATA_SHARE * step:
+                nums.update(data_pct=f"{100 * data / step:.0f}", data_s=fmt(data / len(recs)), step_s=fmt(step / len(recs)),
+                            records=len(recs), pipeline=True)
+                first, last = recs[0][0], recs[-1][0]
+        if self.profiler is not None and self.profiler[1] >= 100 * DATA_SHARE:
+            ln, pct, mean, calls = self.profiler
+            nums.update(fetch_pct=f"{pct:.0f}", fetch_s=fmt(mean), fetch_calls=calls, pipeline=True)
+            first, last = first or ln, max(last, ln)
+        if len(self.ds) >= MIN_BREAKDOWNS:
+            fb, st = median([r[1] for r in self.ds]), median([r[2] for r in self.ds])
+            if st >= STEP_MIN_MS and fb > 0 and st >= STEP_RATIO * fb:
+                nums.update(opt_ms=f"{st:.0f}", fb_ms=f"{fb:.0f}", opt_ratio=f"{st / fb:.0f}", offload=True)
+                first, last = first or self.ds[0][0], max(last, self.ds[-1][0])
+        if train_start is not None:
+            spin = [s for s in self.power if len(s) >= 2 and s[0][0] > train_start
+                    and all(u >= BUSY_UTIL and w <= POWER_SHARE * cap for _, w, cap, u in s)]
+            if spin:
+                worst = max(spin, key=lambda s: max(w / cap for _, w, cap, _ in s))
+                nums.update(spin_gpus=len(worst), spin_w=max(w for _, w, _, _ in worst), spin_cap=worst[0][2],
+                            spin_snaps=len(spin), comm=True)
+                first, last = first or spin[0][0][0], max(last, spin[-1][-1][0])
+        if not nums:
+            return []
+        return [Anomaly("step_wait", "throughput-low", "error", first, max(first, last), None, 1, nums)]

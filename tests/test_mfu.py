@@ -1,0 +1,48 @@
+"""metric-mfu-far-below-peak (detect/mfu.py): a large model far below its GPUs' peak, judged against the hardware."""
+from __future__ import annotations
+
+from llmtriage.detect.mfu import MfuTracker
+
+
+def _meg(tflops: float, gpu: str = "GPU 0-7: NVIDIA A100-SXM4-80GB", params: int = 8_819_834_880, n: int = 8) -> MfuTracker:
+    rows = [gpu, f" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): {params}"]
+    rows += [f" iteration {i:8d}/  500 | elapsed time per iteration (ms): 71940.2 | throughput per GPU (TFLOP/s/GPU): "
+             f"{9.0 if i == 1 else tflops:.1f} | lm loss: 1.0E+01 |" for i in range(1, n + 1)]
+    t = MfuTracker()
+    t.feed(("\n".join(rows) + "\n").encode(), 1)
+    return t
+
+
+def test_megatron_tflops_far_below_the_named_gpus_peak():
+    [a] = _meg(20.1).detect()
+    assert a.severity == "error" and a.category == "throughput-low"
+    assert a.numbers["gpu"] == "A100" and a.numbers["mfu"] == "6.4" and a.numbers["shard_params"] == "8.8"
+
+
+def test_megatron_healthy_or_unjudgeable():
+    assert _meg(140.0).detect() == []                                    # 45% of an A100
+    assert _meg(20.1, params=125_000_000).detect() == []                 # a small model cannot fill the GPU
+    assert _meg(20.1, gpu="training on the cluster").detect() == []     # no GPU named: no peak to compare with
+    assert _meg(20.1, gpu="GPU 0: NVIDIA A100-SXM4-80GB\nGPU 1: NVIDIA H100 80GB HBM3").detect() == []   # two peaks
+    assert _meg(20.1, n=4).detect() == []                                # too few records after warm-up
+
+
+def test_torchtitan_own_mfu_needs_a_large_model():
+    rows = ["Model llama3 {size} size: {params} total parameters"]
+    rows += [f"step: {s:2d}  loss: 9.0  memory: 71.42GiB(51.08%)  wps: 196  mfu: {1.9 if s == 1 else 8.4:.2f}%" for s in range(1, 9)]
+    big = MfuTracker()
+    big.feed("\n".join(rows).format(size="70B", params="70,553,706,496").encode(), 1)
+    [a] = big.detect()
+    assert a.numbers["titan_mfu"] == "8.4" and a.numbers["params"] == "70.6"
+    tiny = MfuTracker()
+    tiny.feed("\n".join(rows).format(size="debugmodel", params="6,139,136").encode(), 1)
+    assert tiny.detect() == []
+
+
+def test_hard_coded_peaks_are_not_read():
+    # nanoGPT's "mfu 104.20%" and nanochat's "mfu: 24.97" use one GPU's peak whatever the GPU: not read
+    t = MfuTracker()
+    t.feed(b"Model gpt2 xl size: 1,557,611,200 total parameters\n" + b"".join(
+        b"iter %d: loss 3.1, time 128.40ms, mfu 4.20%%\nstep %05d | dt: 990ms | tok/sec: 529,520 | mfu: 4.97 |\n" % (i, i)
+        for i in range(10)), 1)
+    assert t.detect() == []

@@ -1,0 +1,73 @@
+"""metric-step-wait-dominates (detect/step_waits.py): a run slow from its first step, read from where its steps wait."""
+from __future__ import annotations
+
+from llmtriage.detect.step_waits import StepWaitTracker
+
+
+def _feed(text: str) -> StepWaitTracker:
+    t = StepWaitTracker()
+    t.feed(text.encode(), 1)
+    return t
+
+
+def _lerobot(data: float, n: int = 12, first: float = 30.0) -> str:
+    rows = [f"INFO ts/train.py:232 step:{i} smpl:{64 * i} loss:1.0 updt_s:0.300 data_s:{first if i == 1 else data:.3f}"
+            for i in range(1, n + 1)]
+    return "\n".join(rows) + "\n"
+
+
+def test_data_wait_dominating_is_an_error():
+    [a] = _feed(_lerobot(1.2)).detect(1)
+    assert a.kind == "step_wait"
+    assert a.severity == "error" and a.category == "throughput-low"
+    assert a.numbers["data_pct"] == "80" and a.numbers["records"] == 11
+
+
+def test_first_record_and_small_waits_do_not_count():
+    # the first step waits 30 s for the workers to start; afterwards data is ready: healthy
+    assert _feed(_lerobot(0.001)).detect(1) == []
+    # too few records to judge
+    assert _feed(_lerobot(1.2, n=5)).detect(1) == []
+
+
+def test_mmcv_data_time_is_part_of_the_step():
+    rows = "".join(f"mmdet - INFO - Epoch [1][{50 * i}/1000]\tlr: 2.0e-02, time: 0.500, data_time: 0.200, memory: 3874, loss: 1.0\n"
+                   for i in range(1, 12))
+    assert _feed(rows).detect(1) == []      # 40%: below the share
+    rows = rows.replace("data_time: 0.200", "data_time: 0.400")
+    [a] = _feed(rows).detect(1)
+    assert a.numbers["data_pct"] == "80"
+
+
+def test_lightning_profiler_fetch_share():
+    row = "|  [_TrainingEpochLoop].train_dataloader_next  |  {mean}  |  16  |  {tot}  |  {pct}  |\n"
+    [a] = _feed(row.format(mean=5.29, tot=84.7, pct=84.9)).detect(None)
+    assert a.numbers["fetch_pct"] == "85"
+    assert _feed(row.format(mean=0.01, tot=0.2, pct=2.1)).detect(None) == []
+
+
+def test_deepspeed_optimizer_step_many_times_forward_backward():
+    row = "[Rank 0] rank=0 time (ms) | forward: 376.60 | backward: 864.56 | backward_inner: 806.87 | backward_allreduce: 57.62 | step: {step}\n"
+    [a] = _feed(row.format(step=22880.87) * 3).detect(None)
+    assert a.numbers["opt_ratio"] == "18" and a.numbers["offload"]
+    # an offloaded optimizer a few times slower than forward + backward is the price of offloading, not a fault
+    assert _feed(row.format(step=3000.0) * 3).detect(None) == []
+
+
+def _smi(watts: int, util: int, gpus: int = 4) -> str:
+    return "".join(f"|   {g}  NVIDIA A100-SXM4-80GB  On  | 00000000:0{g}:00.0 Off |  0 |\n"
+                   f"| N/A   40C    P0   {watts}W / 400W |  41237MiB / 81920MiB |    {util}%      Default |\n" for g in range(gpus))
+
+
+def test_full_utilisation_at_low_power_during_training():
+    text = "{'loss': 1.8}\n" + _smi(88, 100)
+    [a] = _feed(text).detect(1)
+    assert a.numbers["spin_gpus"] == 4 and a.numbers["comm"]
+
+
+def test_power_readings_that_do_not_mean_a_spinning_collective():
+    assert _feed("{'loss': 1.8}\n" + _smi(320, 100)).detect(1) == []      # busy and drawing power: computing
+    assert _feed("{'loss': 1.8}\n" + _smi(60, 0)).detect(1) == []         # idle: the idle-GPU detector's business
+    assert _feed("{'loss': 1.8}\n" + _smi(88, 100, gpus=1)).detect(1) == []   # one GPU: no collective to wait on
+    assert _feed(_smi(88, 100) + "{'loss': 1.8}\n").detect(20) == []      # before training started (loading)
+    assert _feed(_smi(88, 100)).detect(None) == []                        # no training records at all
