@@ -426,7 +426,8 @@ def test_a_hub_request_that_bypassed_a_configured_mirror_is_fix():
     err = ("[rank0]: requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', "
            "port=443): Max retries exceeded with url: /api/models/bert-base-uncased (Caused by NewConnectionError("
            "'Failed to establish a new connection: [Errno 110] Connection timed out'))\"), '(Request ID: 1f2e)')\n")
-    assert errors(run(err))[0].category == "hub-unreachable" and run(err).extra["action"] == "retry"
+    # no mirror and no sign of a flaky but reachable hub: the network never reaches it (tests/test_actions_context.py)
+    assert errors(run(err))[0].category == "hub-unreachable" and run(err).extra["action"] == "fix"
     rep = run("$ export HF_ENDPOINT=https://hf-mirror.com\n" + err)
     assert rep.extra["action"] == "fix" and "HF_ENDPOINT" in rep.extra["action_reason"]
     mirror_down = err.replace("huggingface.co", "hf-mirror.com")        # the mirror itself is down: transient

@@ -1,0 +1,74 @@
+"""Actions decided from the log's context: a hub that never answered vs a flaky one, launchers racing for one port."""
+from __future__ import annotations
+
+import llmtriage
+
+COULDNT_CONNECT = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.10/site-packages/transformers/utils/hub.py", line 409, in cached_file\n'
+    "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files "
+    "and it looks like bert-base-uncased is not the path to a directory containing a file named config.json.\n"
+)
+CONNECT_TIMEOUT = (
+    "urllib3.exceptions.ConnectTimeoutError: (<urllib3.connection.HTTPSConnection object at 0x7f2>, "
+    "'Connection to huggingface.co timed out. (connect timeout=10)')\n"
+)
+PORT_RACE = (
+    "RuntimeError: The server socket has failed to listen on any local network address. port: 12355, useIpv6: 0, "
+    "code: -98, name: EADDRINUSE, message: address already in use\n"
+)
+
+
+def action(text: str) -> tuple[str, str]:
+    rep = llmtriage.analyze(text)
+    return rep.extra["action"], rep.extra["action_reason"]
+
+
+def test_a_hub_that_never_answered_is_fix():
+    act, reason = action(CONNECT_TIMEOUT + COULDNT_CONNECT)
+    assert act == "fix" and "HF_ENDPOINT" in reason
+
+
+def test_signs_of_a_reachable_but_flaky_hub_stay_retry():
+    # a read timeout (the hub accepted the connection), a 5xx, or files downloaded earlier in the same run
+    read = ("requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='huggingface.co', port=443): "
+            "Read timed out. (read timeout=10)\n")
+    assert action(read + COULDNT_CONNECT)[0] == "retry"
+    server = "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://huggingface.co/api/models/x\n"
+    assert action(server + COULDNT_CONNECT)[0] == "retry"
+    earlier = "model-00001-of-00002.safetensors: 100%|██████████| 4.97G/4.97G [01:02<00:00, 79.6MB/s]\n"
+    assert action(earlier + COULDNT_CONNECT)[0] == "retry"
+
+
+def test_a_mirror_that_never_answered_is_left_to_the_default():
+    mirror = "export HF_ENDPOINT=https://hf-mirror.com\n"
+    failed = COULDNT_CONNECT.replace("https://huggingface.co", "https://hf-mirror.com")
+    assert action(mirror + failed)[0] == "retry"
+
+
+def test_launchers_of_several_slurm_tasks_racing_for_master_port_is_fix():
+    sbatch = "#SBATCH --ntasks-per-node=4\n+ srun bash -c 'torchrun --nproc_per_node 4 --master_port 12355 train.py'\n"
+    act, reason = action(sbatch + PORT_RACE * 3)
+    assert act == "fix" and "--ntasks-per-node=1" in reason
+    # srun reporting several tasks of one node failing together says the same without the sbatch header
+    tasks = "+ srun torchrun --nnodes 2 --master_port 12355 train.py\nsrun: error: gpu-a01: tasks 1-3: Exited with exit code 1\n"
+    assert action(tasks + PORT_RACE)[0] == "fix"
+
+
+def test_one_port_clash_under_slurm_stays_retry():
+    # one launcher per node (the intended set-up) colliding once with a port a finished job still holds
+    one = "#SBATCH --ntasks-per-node=1\n+ srun torchrun --nnodes 2 --master_port 12355 train.py\n"
+    assert action(one + PORT_RACE)[0] == "retry"
+    # several tasks per node but no per-task launcher: srun starts the ranks itself, one binds the port
+    direct = "#SBATCH --ntasks-per-node=8\n+ srun python train.py\n"
+    assert action(direct + PORT_RACE)[0] == "retry"
+
+
+def test_device_plugin_missing_a_torch_symbol_is_a_version_pairing():
+    npu = ("ImportError: /usr/local/lib/python3.9/site-packages/torch_npu/lib/libtorch_npu.so: "
+           "undefined symbol: _ZN5torch10ValueErrorC1EPKcz\n")
+    top = [f for f in llmtriage.analyze(npu).findings if f.severity == "error"][0]
+    assert (top.rule_id, top.category) == ("torch-device-plugin-undefined-torch-symbol", "dependency-mismatch")
+    # the same plugin missing a symbol of its vendor SDK stays with the CUDA/SDK build rule
+    atb = npu.replace("_ZN5torch10ValueErrorC1EPKcz", "MsprofSysCycleTime")
+    assert [f for f in llmtriage.analyze(atb).findings if f.severity == "error"][0].category == "cuda-version-mismatch"
