@@ -310,9 +310,10 @@ def test_detector_texts_are_complete():
 
     texts = detector_texts()
     # collective_hang: detect/threaddump; hung_until_killed: detect/hung; memory_at_limit: detect/accounting;
-    # untrained_start: detect/untrained
+    # untrained_start: detect/untrained; interrupted_save: detect/interrupted_save
     verdict_ids = {"collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
-                   "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained"}
+                   "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
+                   "interrupted_save": "verdict-resumed-interrupted-save"}
     assert set(texts) == set(RULE_IDS) | set(verdict_ids)
     for kind, entry in texts.items():
         assert entry["rule_id"] == RULE_IDS.get(kind) or entry["rule_id"] == verdict_ids[kind]

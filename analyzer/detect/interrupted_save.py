@@ -3,7 +3,7 @@
 A scheduler stop (preemption, time limit, a cancel) that lands while a checkpoint is being written leaves a
 partial checkpoint behind: some shards, no `.metadata`, a truncated file. The job is requeued, its next
 attempt finds that checkpoint as the latest one and dies loading it: "No such file or directory:
-.../model_rank0.pt", a missing DCP `.metadata`, a truncated pickle. Read alone, that error says the path is
+.../model_rank0.pt", a missing DCP `.metadata`, a truncated torch.save file. Read alone, that error says the path is
 wrong (weights-not-found) or names nothing (unknown); read with the previous attempt, the checkpoint is
 incomplete, and resubmitting dies the same way until the partial checkpoint is removed or skipped.
 
