@@ -30,14 +30,17 @@ SKIP = 2
 MIN_RECORDS = 3
 KEEP = 4096
 
-# dense bf16 (fp16 for V100) tensor-core peak, TFLOP/s; the first pattern that matches a name wins
-PEAKS: list[tuple[str, re.Pattern[bytes], float]] = [(n, re.compile(p), v) for n, p, v in (
-    ("GB200", rb"\bGB200\b", 2500.0), ("B200", rb"\bB200\b", 2250.0), ("H200", rb"\bH200\b", 989.0),
-    ("H100 PCIe", rb"\bH100[ -]PCIe", 756.0), ("H100", rb"\bH100\b", 989.0), ("H800", rb"\bH800\b", 989.0),
-    ("H20", rb"\bH20\b", 148.0), ("A100", rb"\bA100\b", 312.0), ("A800", rb"\bA800\b", 312.0),
-    ("L40S", rb"\bL40S\b", 362.0), ("RTX 4090", rb"RTX 4090\b", 165.0), ("RTX 3090", rb"RTX 3090\b", 71.0),
-    ("MI300X", rb"\bMI300X\b", 1307.0), ("V100", rb"\bV100\b", 125.0))]
-_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(|NVIDIA|GPU|Tesla|AMD Instinct")
+# dense bf16 (fp16 for V100) tensor-core peak, TFLOP/s; the literal each name's pattern needs comes first
+PEAKS: list[tuple[str, bytes, re.Pattern[bytes], float]] = [(n, lit, re.compile(p), v) for n, lit, p, v in (
+    ("GB200", b"GB200", rb"\bGB200\b", 2500.0), ("B200", b"B200", rb"\bB200\b", 2250.0),
+    ("H200", b"H200", rb"\bH200\b", 989.0), ("H100 PCIe", b"H100", rb"\bH100[ -]PCIe", 756.0),
+    ("H100", b"H100", rb"\bH100\b(?![ -]PCIe)", 989.0), ("H800", b"H800", rb"\bH800\b", 989.0),
+    ("H20", b"H20", rb"\bH20\b", 148.0), ("A100", b"A100", rb"\bA100\b", 312.0), ("A800", b"A800", rb"\bA800\b", 312.0),
+    ("L40S", b"L40S", rb"\bL40S\b", 362.0), ("RTX 4090", b"RTX 4090", rb"RTX 4090\b", 165.0),
+    ("RTX 3090", b"RTX 3090", rb"RTX 3090\b", 71.0), ("MI300X", b"MI300X", rb"\bMI300X\b", 1307.0),
+    ("V100", b"V100", rb"\bV100\b", 125.0))]
+_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(")
+_NAME_TRIES = 4     # occurrences of a name's literal checked per block (a name inside a longer word does not count)
 _MEG = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\): ([0-9]+(?:\.[0-9]+)?)")
 _TITAN = re.compile(rb"\b(?:wps|tps): [0-9][0-9,]*\b.*?\bmfu: ([0-9]+(?:\.[0-9]+)?)%")
 _PARAMS = re.compile(rb"Model \S+ \S+ size: ([0-9][0-9,]*) total parameters|"
@@ -55,6 +58,7 @@ class MfuTracker:
         self.gpus: dict[str, float] = {}
 
     def feed(self, lines: bytes, line_base: int) -> None:
+        self._names(lines)
         if _GATE.search(lines) is None:
             return
         for i, raw in enumerate(lines.split(b"\n")):
@@ -75,12 +79,23 @@ class MfuTracker:
             if m:
                 self.params = max(self.params, float((m.group(1) or m.group(2)).replace(b",", b"")))
                 self.shard = m.group(1) is None
+
+    def _names(self, lines: bytes) -> None:
+        """The GPU models named in a block, found by their literals (a substring search in C), not by a regex run on
+        every line that says "GPU" (most lines of many logs: this is the triage path). Two models named: the peak is
+        unknown, and nothing more needs reading."""
+        for name, lit, rx, peak in PEAKS:
+            if name in self.gpus or len(set(self.gpus.values())) >= 2:
                 continue
-            for name, rx, peak in PEAKS:
-                if rx.search(raw):
-                    if len(self.gpus) < 8:
-                        self.gpus[name] = peak
+            pos = lines.find(lit)
+            for _ in range(_NAME_TRIES):
+                if pos < 0:
                     break
+                a, b = lines.rfind(b"\n", 0, pos) + 1, lines.find(b"\n", pos)
+                if rx.search(lines, a, b if b >= 0 else len(lines)):
+                    self.gpus[name] = peak
+                    break
+                pos = lines.find(lit, pos + 1)
 
     def detect(self) -> list[Anomaly]:
         """The anomaly when a large model's MFU stays below `MFU_LOW`% after warm-up."""
