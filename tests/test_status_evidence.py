@@ -276,3 +276,21 @@ def test_an_exit_zero_after_the_server_went_on_serving_is_a_finish():
     rep = _rep(SERVED + ENGINE_DEATH + SERVED * 3 + "vllm-qwen36 exited with code 0\n")
     assert rep.extra["status"] == "finished"
     assert not [f for f in rep.findings if f.severity == "error"]
+
+
+def test_the_literal_gate_checks_every_marker_with_a_literal_on_the_line():
+    """The scanner checks, per line, only the markers owning a literal near the gate's matches. On lines
+    built from overlapping literals that must be exactly the markers with a literal on the line."""
+    import random
+
+    from llmtriage.detect.scanner import Scanner
+    sc = Scanner()
+    lits = sorted({lit for m in sc._active for lit in m.literals})
+    rng = random.Random(7)
+    for _ in range(400):
+        parts = [rng.choice(lits)[rng.randrange(3):] if rng.random() < 0.3 else rng.choice(lits) for _ in range(3)]
+        line = rng.choice([b"", b" ", b"x"]).join(parts)
+        got = {lit_hit.group(0) for lit_hit in sc._gate.finditer(line)}
+        owners = {i for lit in got for i in sc._owners[lit]}
+        want = {i for i, m in enumerate(sc._active) if any(lit in line for lit in m.literals)}
+        assert want <= owners, (line, [sc._active[i].name for i in want - owners])

@@ -76,15 +76,38 @@ def _line_at(view: bytes, pos: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=16)
-def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any, tuple[Marker, ...]]:
+def _literal_gate(marks: tuple[Marker, ...], skip: frozenset[str]) -> tuple[Any, tuple[Marker, ...], "_Owners"]:
     """One compiled alternation of the literals of `marks`, leaving out training/context facts
-    already in `skip`, and the markers it covers."""
+    already in `skip`, the markers it covers, and for each literal the markers that may hold a
+    literal on a line where the gate matched it (see `_overlapping`)."""
     active = tuple(m for m in marks if not (m.kind in ("training", "context") and m.name in skip))
     lits = sorted({lit for m in active for lit in m.literals}, key=len, reverse=True)
     if not lits:
-        return None, active
+        return None, active, {}
     pattern = b"|".join(re.escape(lit) for lit in lits)
-    return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active
+    return (_re2.compile(pattern) if _re2 is not None else re.compile(pattern)), active, _Owners(active, lits)
+
+
+class _Owners(dict):
+    """literal -> the markers (indices in `active`) to check on a line where the gate matched it; filled on first use, so
+    start-up pays only for the literals a log holds."""
+
+    def __init__(self, active: tuple[Marker, ...], lits: list[bytes]) -> None:
+        super().__init__()
+        self.active, self.lits = active, lits
+
+    def __missing__(self, lit: bytes) -> tuple[int, ...]:
+        near = _overlapping(lit, self.lits)
+        self[lit] = found = tuple(i for i, m in enumerate(self.active) if not near.isdisjoint(m.literals))
+        return found
+
+
+def _overlapping(lit: bytes, lits: list[bytes]) -> frozenset[bytes]:
+    """The literals whose occurrence the gate may have reported as a match of `lit` instead: the gate
+    reports non-overlapping leftmost(-longest) matches, so another literal can hide only inside a
+    match of `lit` (a substring of it) or start inside it and run past its end (a suffix of `lit` is
+    a prefix of it). Every other literal on the line is a match of its own."""
+    return frozenset(x for x in lits if x in lit or any(x.startswith(lit[k:]) for k in range(1, len(lit))))
 
 
 _ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|cannot|unable)\b|\bwhat\(\)")
@@ -130,7 +153,7 @@ class Scanner:
         self.last_progress_name = ""                  # the marker of the last progress line
         self._progress_markers = [m for m in self.markers if m.kind == "progress"]
         self._others = tuple(m for m in self.markers if m.kind != "progress")
-        self._gate, self._active = _literal_gate(self._others, frozenset())
+        self._gate, self._active, self._owners = _literal_gate(self._others, frozenset())
         self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
         self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
         self._tail_lines: list[tuple[int, bytes]] = []   # the same blocks with `\r` kept (one row per line)
@@ -142,15 +165,17 @@ class Scanner:
         self._progress(lines, view, line_base)
         if self._gate is None:
             return
-        cands: set[tuple[int, int]] = set()
+        cands: dict[tuple[int, int], set[bytes]] = {}
         for n, hit in enumerate(self._gate.finditer(view)):
             if n >= _CANDIDATES:
                 break
-            cands.add(_line_at(view, hit.start()))
+            cands.setdefault(_line_at(view, hit.start()), set()).add(hit.group(0))
         spans: dict[Marker, list[tuple[int, int]]] = {}
-        for a, b in sorted(cands):       # every marker with a literal on the line (literals may overlap)
+        for (a, b), found_lits in sorted(cands.items()):   # every marker with a literal on the line
             text = view[a:b]
-            for m in self._active:
+            owners = self._owners[next(iter(found_lits))] if len(found_lits) == 1 else \
+                sorted({i for lit in found_lits for i in self._owners[lit]})
+            for m in map(self._active.__getitem__, owners):
                 if any(lit in text for lit in m.literals):
                     spans.setdefault(m, []).append((a, b))
         changed = False
@@ -180,7 +205,7 @@ class Scanner:
                 if found >= _PER_BLOCK:
                     break
         if changed:     # a training/context fact is known once: stop looking for its literals
-            self._gate, self._active = _literal_gate(self._others, frozenset(self.seen))
+            self._gate, self._active, self._owners = _literal_gate(self._others, frozenset(self.seen))
 
     def _progress(self, lines: bytes, view: bytes, line_base: int) -> None:
         tail = max(0, len(view) - _PROGRESS_TAIL)
