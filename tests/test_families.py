@@ -368,3 +368,26 @@ def test_a_low_precision_format_is_an_arch_gap_only_as_a_missing_table_entry():
     _, top = _top(_raised_in("KeyError: 'float8_e8m0fnu'", "/py/site-packages/vllm/v1/worker/gpu_model_runner.py"))
     assert (top.rule_id, top.category) == ("unknown", "cuda-version-mismatch")
     assert "KeyError on a low-precision number format" in top.captures["family_words"]
+
+
+def test_an_abort_after_a_native_fatal_record_takes_the_family_the_record_names():
+    """A glog/abseil FATAL record ("...: F path:line] X not available in this library.") then "Aborted":
+    the record's words place the death (a plugin built for another release of its host library),
+    even though the abort rule itself is only a symptom."""
+    text = ("I0223 07:56:50.100000 1 tpu_init.cc:10] initializing TPU system\n"
+            "2022-02-23 07:56:56.271731: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104]"
+            " TpuEmbeddingEngine_WriteParameters not available in this library.\n"
+            "Aborted (core dumped)\n")
+    rep = llmtriage.analyze(text.encode())
+    top = next(f for f in rep.findings if f.severity == "error")
+    assert (top.rule_id, top.category) == ("unknown", "dependency-mismatch")
+    assert any(f.rule_id == "process-aborted" and f.role == "symptom" for f in rep.findings)
+
+
+def test_a_backend_graph_compiler_failure_is_a_compile_error():
+    text = ("Traceback (most recent call last):\n"
+            '  File "/app/serve.py", line 9, in <module>\n'
+            "    engine.warmup()\n"
+            "RuntimeError: Graph compile failed. synStatus=synStatus 26 [Generic failure].\n")
+    _, f = _top(text)
+    assert f is not None and f.rule_id == "unknown" and f.category == "compile-error"

@@ -3,28 +3,17 @@ a trainer's gradient guard skipping every step, validation perfect from the firs
 gradient-norm keys, and a missing optional module the program only printed."""
 from __future__ import annotations
 
-import io
 import math
 
 from llmtriage import get_engine, load_rules, scan_source
 from llmtriage.detect import metric_detect as D
 from llmtriage.detect import metric_parse as P
-from llmtriage.detect import metrics as M
 from llmtriage.detect.metric_flat_exact import exact_flat
 from llmtriage.detect.metric_guard import guard_skips
 from llmtriage.detect.metric_val_leak import validation_perfect
-from llmtriage.engine.logparse import iter_blocks, match_view
+from llmtriage.detect.metrics import MetricTracker
 
-
-def _tracker(text: str) -> M.MetricTracker:
-    t = M.MetricTracker(M.Thresholds())
-    base = 1
-    for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
-        lines, view = match_view(chunk)
-        t.feed_block(lines, view, base)
-        base += lines.count(b"\n")
-    t.flush(base)
-    return t
+_tracker = MetricTracker.of_text
 
 
 def test_printed_digits_keep_trailing_zeros():

@@ -56,14 +56,7 @@ def test_parse_line_ignores_non_training_losses(line):
 
 
 def _tracker(text: str, **th) -> M.MetricTracker:
-    t = M.MetricTracker(M.Thresholds(**th) if th else M.Thresholds())
-    base = 1
-    for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
-        lines, view = match_view(chunk)
-        t.feed_block(lines, view, base)
-        base += lines.count(b"\n")
-    t.flush(base)
-    return t
+    return M.MetricTracker.of_text(text, M.Thresholds(**th) if th else None)
 
 
 def _hf(losses, grads=None, quoted=False):

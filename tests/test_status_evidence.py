@@ -294,3 +294,29 @@ def test_the_literal_gate_checks_every_marker_with_a_literal_on_the_line():
         owners = {i for lit in got for i in sc._owners[lit]}
         want = {i for i, m in enumerate(sc._active) if any(lit in line for lit in m.literals)}
         assert want <= owners, (line, [sc._active[i].name for i in want - owners])
+
+
+def test_a_results_table_cell_of_500_is_not_an_http_500():
+    """GIN's access line "| 500 |   12.0s |" is a server's failed request; a markdown results table row
+    "| math500 | 500 | 0.914 |" of a finished evaluation is not."""
+    rep = _rep("Processed prompts: 100%|##########| 500/500 [03:12<00:00, 2.6it/s]\n"
+               "| dataset | n | acc |\n|---|---|---|\n| math500 | 500 | 0.914 |\nresults written to out.json\n")
+    assert rep.extra["status"] != "crashed"
+    rep = _rep('[GIN] 2025/11/09 - 12:12:40 | 500 |   12.0021881s |       127.0.0.1 | POST     "/api/chat"\n')
+    assert rep.extra["status"] == "crashed"
+
+
+def test_a_model_reported_missing_then_trained_with_is_not_the_failure():
+    """ModelScope's "failed to access model /mnt/models/X which may not exist" while loading a local
+    folder, then the Trainer logs step after step: whatever it reported missing was not needed."""
+    line = ("2024-03-14 14:02:13,722 - modelscope - ERROR - Authentication token does not exist, failed to access "
+            "model /mnt/models/Qwen1.5-7B-Chat which may not exist or may be                 private. Please login first.\n")
+    steps = "".join(f"{{'loss': {2 - n / 100:.3f}, 'grad_norm': 0.8, 'learning_rate': 1e-4, 'epoch': 0.0{n}}}\n"
+                    f"Train:   {n}%|#         | {n * 5}/2316 [0{n}:00<3:52:40,  6.21s/it]\n" for n in range(1, 9))
+    rep = _rep("[INFO:swift] Loading the model using model_dir: /mnt/models/Qwen1.5-7B-Chat\n" + line + steps)
+    assert not [f for f in rep.findings if f.severity == "error"]
+    assert any(f.rule_id == "hf-invalid-model-id" and (f.judgement or {}).get("context") == "loaded-anyway"
+               for f in rep.findings)
+    rep = _rep(line + "Traceback (most recent call last):\n  File \"/app/x.py\", line 3, in <module>\n"
+               "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://modelscope.cn/api/v1/models/x\n")
+    assert any(f.rule_id == "hf-invalid-model-id" and f.severity == "error" for f in rep.findings)

@@ -46,6 +46,20 @@ def finite(x: Optional[float]) -> bool:
 class MetricTracker:
     """Bounded-memory store of a log's metric series plus the running counters the detectors need."""
 
+    @classmethod
+    def of_text(cls, text: str, th: Optional[Thresholds] = None) -> "MetricTracker":
+        """The tracker of a whole log given as text, fed block by block as a scan feeds it, and flushed."""
+        import io
+
+        from llmtriage.engine.logparse import iter_blocks, match_view
+        t, base = cls(th), 1
+        for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
+            lines, view = match_view(chunk)
+            t.feed_block(lines, view, base)
+            base += lines.count(b"\n")
+        t.flush(base)
+        return t
+
     def __init__(self, th: Optional[Thresholds] = None):
         self.th = th or THRESHOLDS
         self.count = 0

@@ -46,15 +46,18 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
     when it is close enough. It keeps rule id `unknown` and low confidence."""
     spec, near = verdict_spec()["unknown"]["family"], verdict_spec()["unknown"]["nearest"]
     wrappers = set(spec.get("wrappers", ()))
-    for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.role == "cause"]:
+    for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error"]:   # (cause or symptom)
         # a signature that only says how the process died (a C++ terminate, a segfault): the message
         # it wraps, or the error printed just before, may name a failure family it cannot
-        if any(g.severity == "error" and g.role == "cause" and g is not w and g.line <= w.line for g in findings):
+        # (a wrapper that is itself only a symptom, "Aborted" after a peer's watchdog timeout: any earlier error)
+        if any(g.severity == "error" and (g.role == "cause" or w.role != "cause") and g is not w and g.line <= w.line
+               for g in findings):
             continue
         # the wrapper's own line is left out: it is the death itself, often a launcher's command line
         context = scanner.error_lines_around(w.line, int(spec["wrapper_after"]))
         got = family_of(context, extra=int(spec["wrapper_extra_weight"])) if context else None
-        if got is not None and got[0] != w.category and got[0] in taxonomy:
+        if got is not None and got[0] != w.category and got[0] in taxonomy and not (
+                w.role != "cause" and got[0] in spec.get("not_for_exceptions", ())):   # (a launcher's words around it)
             u = death_unknown({"line": w.line, "name": w.rule_id, "evidence": w.evidence}, lang)
             _place(u, got, spec, lang, taxonomy)
             w.role = "symptom"

@@ -159,6 +159,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
         return False
+    if ctx.get("steps_after") and scanner.steps_after(f.last_line or f.line) < int(ctx["steps_after"]):
+        return False
     if ctx.get("after") == "progress":      # progress is kept as its last line only
         if scanner.last_progress <= (f.last_line or f.line):
             return False
