@@ -131,6 +131,23 @@ command-not-found vs a parallel-config rule at 1.200 / 1.199, one en gained); vo
 签名 / signature / sha256 as a download checksum, 双机 as multi-node, cann, 支持fp8): that batch 15/19 (zh 13/16), the
 first 1710 rows unchanged (1427/1710); all 1729 rows: top-1 1442/1729 = 0.834 (zh 538/663 = 0.811, en 904/1066 =
 0.848). Floors unchanged. A bare "fp8" key was tried and dropped: it sent an Inductor fp8 title to the chip rules.
+The twelfth batch (kb31: 62 rows, 28 zh, 24 categories: LLaMA-Factory/ms-swift/ChatGLM/Qwen fine-tuning,
+verl/TRL/unsloth/axolotl, DeepSpeed batch checks, PEFT/LoRA, vLLM/Ascend serving, NCCL/HCCL hangs, generic PyTorch
+threads, one CSDN page; searched for new titles, since the first results of most searches were already here) was measured
+held out first: top-1 48/62 = 0.774 (zh 24/28 = 0.857, en 24/34 = 0.706), top-3 55/62. The first 1746 rows stood at
+1459/1746 (zh 547/671 = 0.815, en 912/1075 = 0.848). Vocabulary added (rules/kb.yaml only: 缺少config / 没有config /
+找不到config, "find config.json", "no module" (no module 'x' found), "requires_grad=false", size不匹配 / torch_size,
+"not use cuda" / "cannot use cuda", "invalid example", "double backprop" / "backward twice" / "backward error",
+"become 0" / "become zero", and 慢慢 (gradually), which had read as 慢 (slow)); the product tag "H20" was taken off the
+floating-point-exception rule (en and zh), where it caught every title written on an H20. That batch 56/62 = 0.903
+(zh 24/28, en 32/34), top-3 59/62; the first 1746 rows 1460/1746 (one zh gained, none lost); all 1808 rows: top-1
+1516/1808 = 0.838 (zh 572/699 = 0.818, en 944/1109 = 0.851). The zh floor went to 0.81 and all to 0.835 (five or six
+titles of margin); en stays at 0.845. Tried and not kept: an "out of memory" key expanding to GPU words (it sent a
+host-RAM title to cuda-oom), and gating the phrase bonus by how specific a tag's words are (max idf of its tokens, with
+or without sparing category tags): 7-29 of the first 1746 rows lost at every threshold tried, since tags such as "oom",
+"size mismatch" and "显存" carry many titles. Misses left: titles that name no cause ("Warning from Training",
+"使用4.0版本训练错误"), a Docker image title whose answer was an old GPU arch, model ids in a rule's example command
+outweighing 缺少config, and a bigram across words (微调时 -> 调时) that outweighs "Out Of Memory".
 """
 from pathlib import Path
 
@@ -142,8 +159,8 @@ from llmtriage.kb.words import KbWords, kb_words_path, load_kb_words, parse_kb_w
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"
-FLOOR = {"zh": 0.805, "en": 0.845}
-FLOOR_ALL = 0.83
+FLOOR = {"zh": 0.81, "en": 0.845}
+FLOOR_ALL = 0.835
 
 
 def _rows():
