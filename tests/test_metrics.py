@@ -303,8 +303,8 @@ def test_detector_texts_are_complete():
 
     texts = detector_texts()
     # collective_hang: detect/threaddump; hung_until_killed: detect/hung; memory_at_limit: detect/accounting;
-    # untrained_start: detect/untrained; interrupted_save: detect/interrupted_save
-    verdict_ids = {"collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
+    # untrained_start: detect/untrained; interrupted_save: detect/interrupted_save; rl_kl_diverged: detect/rl_divergence
+    verdict_ids = {"rl_kl_diverged": "metric-rl-kl-diverged", "collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
                    "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
                    "interrupted_save": "verdict-resumed-interrupted-save"}
     assert set(texts) == set(RULE_IDS) | set(verdict_ids)

@@ -106,6 +106,13 @@ def thread_dumps(engine: Any = None) -> Any:
     return ThreadDumpObserver(engine)
 
 
+def rl_divergence(engine: Any = None) -> Any:
+    """RL records whose KL to the reference ran away while the rewards collapsed (detect/rl_divergence.py)."""
+    from llmtriage.detect.rl_divergence import RlKlTracker   # deferred: each detector loads when a scan first asks for it
+
+    return RlKlTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -122,5 +129,5 @@ class VerdictObserver:
                      getattr(scan.ruleset, "taxonomy", None), scan.engine)
 
 
-FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps]
+FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""

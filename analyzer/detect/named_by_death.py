@@ -1,0 +1,74 @@
+"""A signature judged recovered whose object the job's death names (verdict step).
+
+A server-side failure is judged recovered when the server goes on serving after it: SGLang logs "Update
+weights from disk failed: Cannot find any model weights with `<dir>`", answers 400 and serves the next
+request. The client (an RL trainer asking its rollout servers to load new weights) then raises on that
+answer and dies, and its exception names the same directory: "RuntimeError: Failed to update weights from
+disk on server ...: ... <dir> ...". No rule knows the client's wrapper, so the death reads as unknown while
+the signature that says why sits demoted above it.
+
+Here: an `unknown` death finding whose message or evidence contains, verbatim, a path-like capture
+(`captures` of rules/verdict.yaml `named_by_death`, at least `min_value` characters) of an earlier finding
+that a context in `contexts` demoted from error. That finding is the cause again (error, context
+`named-by-death`) and the unknown death ranks as its symptom.
+
+The same holds for an error judged recovered because a client retried it, when the retries ran out: a
+marker of kind `exhausted` ("POST .../generate failed after 3 retries: 500") after the error and just
+before the unknown death (`retries_exhausted`, context `retries-exhausted`).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from llmtriage.findings import Finding
+from llmtriage.detect.scanner import Scanner
+from llmtriage.detect.spec import tr
+
+
+def _named(f: Finding, text: str, keys: frozenset[str], min_value: int) -> bool:
+    return any(k in keys and isinstance(v, str) and len(v.strip()) >= min_value and v.strip() in text
+               for k, v in f.captures.items())
+
+
+def recovered_named_by_death(findings: list[Finding], spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
+    if not spec:
+        return
+    contexts = set(spec["contexts"])
+    keys = frozenset(spec["captures"])
+    min_value = int(spec["min_value"])
+    for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error" and f.role == "cause"]:
+        text = f"{u.message or ''}\n{u.evidence or ''}"
+        named = [f for f in findings if f is not u and f.judgement and f.judgement.get("context") in contexts
+                 and f.judgement.get("severity_was") == "error" and f.line < u.line and f.role == "cause"
+                 and _named(f, text, keys, min_value)]
+        if not named:
+            continue
+        cause = max(named, key=lambda f: f.line)
+        cause.judgement = {"context": "named-by-death", "severity_was": cause.severity,
+                           "reason": tr(spec["reason"], lang, line=u.line)}
+        cause.severity = "error"
+        u.role = "symptom"
+
+
+def retries_exhausted(findings: list[Finding], scanner: Scanner, spec: Optional[dict[str, Any]],
+                      lang: Optional[str]) -> None:
+    if not spec or "exhausted_window" not in spec:
+        return
+    hits = sorted(h[0] for h in scanner.hits.get("exhausted", ()))
+    if not hits:
+        return
+    window, before = int(spec["exhausted_window"]), int(spec["exhausted_before_death"])
+    for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error" and f.role == "cause"]:
+        near = [h for h in hits if u.line - before <= h <= u.line + before]
+        if not near:
+            continue
+        named = [f for f in findings if f is not u and f.judgement and f.judgement.get("context") == "recovered"
+                 and f.judgement.get("severity_was") == "error" and f.role == "cause"
+                 and any(0 < h - (f.last_line or f.line) <= window for h in near)]
+        if not named:
+            continue
+        cause = max(named, key=lambda f: f.line)
+        cause.judgement = {"context": "retries-exhausted", "severity_was": cause.severity,
+                           "reason": tr(spec["exhausted_reason"], lang, line=u.line, exhausted=min(near))}
+        cause.severity = "error"
+        u.role = "symptom"

@@ -1,0 +1,108 @@
+"""An RL run whose policy drifted away from its reference until the rewards collapsed (silent failure).
+
+GRPO/PPO log the KL between the policy and the reference model; in a healthy run it stays far below 1.
+When the policy runs away (a learning rate too high for RL, reward hacking with a weak KL penalty, a
+rollout engine whose log-probs no longer match the trainer's) the KL climbs by orders of magnitude and the
+rewards fall to nothing: every completion of a group scores the same (reward_std 0), accuracy goes to 0.
+The run does not crash; it finishes and saves the collapsed model. The rule `rl-kl-divergence` names a KL in
+the hundreds on one line; this detector reads the whole series, so it also sees a KL of 5-50 that held to
+the end of the log together with the rewards it destroyed.
+
+Records: TRL's dicts ({'reward': .., 'reward_std': .., 'kl': ..}) and verl's step lines
+(actor/kl_loss, critic/score/mean). Thresholds: rules/verdict.yaml `rl_kl_diverged`; texts:
+rules/detectors.yaml `rl_kl_diverged`. Only when no error finding of the same category is there already.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Optional
+
+from llmtriage.detect.metric_anomaly import fmt, median
+from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.spec import verdict_spec
+from llmtriage.findings import Finding
+from llmtriage.templates import render_template
+
+_NUM = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf)"""
+_TRL_KL = re.compile(rb"""['"]kl['"]\s*:\s*""" + _NUM)
+_TRL_REWARD = re.compile(rb"""['"]reward['"]\s*:\s*""" + _NUM)
+_TRL_STD = re.compile(rb"""['"]reward_std['"]\s*:\s*""" + _NUM)
+_VERL_KL = re.compile(rb"actor/kl_loss:" + _NUM)
+_VERL_REWARD = re.compile(rb"critic/score/mean:" + _NUM)
+
+
+def _num(m: Optional[re.Match]) -> Optional[float]:
+    if m is None:
+        return None
+    try:
+        return float(m.group(1))
+    except ValueError:
+        return None
+
+
+class RlKlTracker:
+    """Collects (line, kl, reward, reward_std) per RL record; judges the series at the end."""
+
+    def __init__(self, engine: Any = None) -> None:
+        self.lang = getattr(engine, "lang", None)
+        self.records: list[tuple[int, float, Optional[float], Optional[float]]] = []
+
+    def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
+        if b"kl" not in view or (b"'kl'" not in view and b'"kl"' not in view and b"actor/kl_loss:" not in view):
+            return
+        for i, line in enumerate(view.split(b"\n")):
+            trl = _TRL_KL.search(line)
+            if trl is not None:
+                kl, reward, std = _num(trl), _num(_TRL_REWARD.search(line)), _num(_TRL_STD.search(line))
+            else:
+                verl = _VERL_KL.search(line)
+                if verl is None:
+                    continue
+                kl, reward, std = _num(verl), _num(_VERL_REWARD.search(line)), None
+            if kl is not None and math.isfinite(kl):
+                self.records.append((line_base + i, kl, reward, std))
+
+    def finish(self, report: Any, findings: list[Finding]) -> None:
+        f = self.finding(findings)
+        if f is not None:
+            findings.append(f)
+
+    def finding(self, findings: list[Finding]) -> Optional[Finding]:
+        spec = verdict_spec().get("rl_kl_diverged")
+        recs = self.records
+        if not spec or len(recs) < int(spec["min_records"]):
+            return None
+        entry = detector_texts()["rl_kl_diverged"]
+        if any(f.severity == "error" and f.category == entry["category"] for f in findings):
+            return None
+        tail_n, kl_min = int(spec["tail"]), float(spec["kl_min"])
+        early = median([r[1] for r in recs[:max(2, len(recs) // 4)]])
+        tail = recs[-tail_n:]
+        tail_kl = min(r[1] for r in tail)
+        if tail_kl < kl_min or tail_kl < float(spec["rise"]) * max(early, 0.0):
+            return None
+        rewards = [r[2] for r in recs if r[2] is not None and math.isfinite(r[2])]
+        stds = [r[3] for r in tail]
+        tail_rewards = [r[2] for r in tail if r[2] is not None and math.isfinite(r[2])]
+        same = all(s is not None and abs(s) <= float(spec["zero_std"]) for s in stds)
+        peak = max(rewards) if rewards else None
+        fell = (peak is not None and peak > 0 and len(tail_rewards) == tail_n
+                and sum(tail_rewards) / tail_n <= float(spec["reward_drop"]) * peak)
+        if not (same or fell):
+            return None
+        onset = len(recs) - 1
+        while onset > 0 and recs[onset - 1][1] >= kl_min:
+            onset -= 1
+        text = entry["zh" if self.lang == "zh" else "en"]
+        values = {"kl_early": fmt(early), "kl_last": fmt(recs[-1][1]), "kl_min": fmt(kl_min),
+                  "since": str(recs[onset][0]), "records": str(len(recs) - onset),
+                  "peak": fmt(peak) if fell else None, "reward_last": fmt(tail_rewards[-1]) if fell and tail_rewards else None,
+                  "std_zero": "0" if same else None}
+        message = render_template(text["message"], {k: ("" if v is None else v) for k, v in values.items()}).strip()
+        return Finding(
+            rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
+            message=message, line=recs[onset][0], last_line=recs[-1][0], evidence=message, count=len(recs) - onset,
+            captures={k: v for k, v in values.items() if v is not None}, cause=text["why"], explanation=text["what"],
+            role="cause", confidence="medium", priority=int(entry.get("priority", 50)),
+            fixes=[{"title": x["title"], "detail": x["detail"]} for x in text["fixes"]])
