@@ -34,12 +34,14 @@ def test_an_exception_that_only_points_at_the_logs_is_no_root_cause_guess():
     assert errors(run(WATCHDOG.format(seq=1) + own))[0].rule_id == "unknown"
 
 
-def test_a_collective_timeout_before_any_step_is_fix_and_a_bar_at_zero_is_no_step():
+def test_a_collective_timeout_with_the_loop_bar_still_at_zero_is_fix():
     bar0 = "  0%|          | 0/904 [00:00<?, ?it/s]\n"
     rep = run("Starting training...\n" + bar0 + WATCHDOG.format(seq=13))
     assert errors(rep)[0].rule_id == "nccl-watchdog-timeout" and rep.extra["action"] == "fix"
     steps = "".join(f" {i}%|█         | {i * 9}/904 [0{i}:00<30:00,  1.30s/it]\n" for i in range(1, 6))
     assert run("Starting training...\n" + steps + WATCHDOG.format(seq=913)).extra["action"] == "retry"
+    # no bar at all (a server, custom step lines): nothing says no step was done, the default stands
+    assert run("Starting training...\n" + WATCHDOG.format(seq=13)).extra["action"] == "retry"
 
 
 def test_nccl_tests_result_rows_are_progress():
@@ -51,6 +53,9 @@ def test_nccl_tests_result_rows_are_progress():
     rep = run(rows + ib)
     assert errors(rep)[0].rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "retry"
     assert run(ib).extra["action"] == "fix"            # no row printed: failed before any transfer completed
+    # a local access violation is the plugin/driver or memory-registration setup: fix even after rows
+    lav = "node201:127799:127863 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work queue error\n"
+    assert run(rows + lav + ib).extra["action"] == "fix"
 
 
 def test_slurm_cancelling_a_step_for_a_failed_task_is_the_task_failure_not_a_scheduler_kill():
