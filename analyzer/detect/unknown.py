@@ -2,6 +2,7 @@
 words place it in (detect/family.py, rules/families.yaml). Text comes from rules/verdict.yaml."""
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from llmtriage.detect.family import family_of, scores, shape_cues
@@ -108,3 +109,20 @@ def _place(f: Finding, got: tuple[str, list[str]], spec: dict[str, Any], lang: O
     f.cause = tr(spec["cause"], lang, family=family, desc=taxonomy[family])
     f.fixes = [{"title": tr(spec["fix"]["title"], lang, family=family),
                 "detail": tr(spec["fix"]["detail"], lang, family=family)}, *f.fixes]
+
+
+def points_elsewhere(exc: ExceptionInfo) -> bool:
+    """The exception's message only points at other output ("Please see the training logs for more
+    context"): a wrapper's report of a failure told elsewhere, not a root-cause guess of its own."""
+    pattern = verdict_spec()["unknown"].get("pointer_message")
+    return bool(pattern) and _compiled(pattern).search(exc.message or "") is not None
+
+
+def _compiled(pattern: str) -> "re.Pattern[str]":
+    got = _PATTERNS.get(pattern)
+    if got is None:
+        got = _PATTERNS[pattern] = re.compile(pattern)
+    return got
+
+
+_PATTERNS: dict[str, "re.Pattern[str]"] = {}

@@ -38,7 +38,7 @@ from llmtriage.detect.beside import category_beside
 from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
-from llmtriage.detect.unknown import death_unknown, name_families, unknown_finding
+from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
@@ -432,9 +432,10 @@ def _cause_before(last: ExceptionInfo, exceptions: list[ExceptionInfo], findings
 
 
 def _candidate(exc: ExceptionInfo) -> bool:
-    """Neither benign (Ctrl-C) nor a launcher's wrapper of a child failure."""
+    """Neither benign (Ctrl-C) nor a wrapper of a failure told elsewhere (a launcher's, a message
+    that only points at the logs)."""
     short = exc.type.rsplit(".", 1)[-1]
-    return short not in BENIGN_EXC and short not in _WRAPPERS
+    return short not in BENIGN_EXC and short not in _WRAPPERS and not points_elsewhere(exc)
 
 
 def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
