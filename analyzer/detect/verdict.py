@@ -35,6 +35,7 @@ from llmtriage.detect.interrupted_save import resumed_interrupted_save
 from llmtriage.detect.named_by_death import recovered_named_by_death, retries_exhausted
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
+from llmtriage.detect.dropped_request import request_never_answered
 from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
@@ -351,6 +352,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     explain_metric(findings, lang)
     _settled(findings, scanner, lang)
     _stalled(findings, scanner, status, lang)
+    request_never_answered(findings, scanner, verdict_spec().get("dropped_request"), lang)
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
     memory_at_limit(findings, scanner, report, verdict_spec().get("memory_at_limit"), lang)
     errors = [f for f in findings if f.severity == "error"]
