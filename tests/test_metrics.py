@@ -22,6 +22,12 @@ from llmtriage.engine.logparse import iter_blocks, match_view
      (100, 7.215, 3.21, 2.9e-04, None)),
     (b"[Rank 0] step=120, skipped=0, loss=2.31, lr=[0.0001], grad_norm=0.8", (120, 2.31, 0.8, 1e-4, None)),
     (b"Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, 5.38it/s, v_num=0, train_loss=2.310]", (450, 2.31, None, None, 0)),
+    # Lightning < 2.0 under manual optimization: the bar's own `loss` is nan (training_step returns nothing), the
+    # module's logged train_loss is the loss; a nan train_loss stays nan
+    (b"Epoch 0:   2%|          | 40/1640 [00:16<10:56,  2.44it/s, loss=nan, v_num=3, train_loss=4.915, lr=0.0001]",
+     (40, 4.915, None, 1e-4, 0)),
+    (b"Epoch 0:   2%|          | 40/1640 [00:16<10:56,  2.44it/s, loss=nan, v_num=3, train_loss=nan, lr=0.0001]",
+     (40, math.nan, None, 1e-4, 0)),
     (b"Step 100: loss = 2.3000, lr = 0.0001", (100, 2.3, None, 1e-4, None)),
     (b"{'loss': 1.0, 'grad_norm': inf, 'learning_rate': 0.0, 'epoch': 1.0}", (None, 1.0, math.inf, 0.0, 1.0)),
     # the reference DPO implementation's "train stats after N examples: {...}" (quoted values, loss/train)

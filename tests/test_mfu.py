@@ -46,3 +46,32 @@ def test_hard_coded_peaks_are_not_read():
         b"iter %d: loss 3.1, time 128.40ms, mfu 4.20%%\nstep %05d | dt: 990ms | tok/sec: 529,520 | mfu: 4.97 |\n" % (i, i)
         for i in range(10)), 1)
     assert t.detect() == []
+
+
+def _litgpt(speed: int, gpu: str = "You are using a CUDA device ('NVIDIA A100-SXM4-80GB') that has Tensor Cores.",
+            params: str = "Total parameters 7,217,189,760", n: int = 8) -> MfuTracker:
+    rows = [gpu, params] + [f"iter {i}: loss 11.0{i}, time: 26360.27ms, speed: {176 if i == 0 else speed} toks/s/device"
+                            for i in range(n)]
+    t = MfuTracker()
+    t.feed(("\n".join(rows) + "\n").encode(), 1)
+    return t
+
+
+def test_per_device_token_rate_estimates_the_mfu():
+    # 6 x 7.2B params x 388 tokens/s = 16.8 TFLOP/s: 5.4% of an A100
+    [a] = _litgpt(388).detect()
+    assert a.severity == "error" and a.numbers["mfu"] == "5.4" and a.numbers["tok_dev"] == "388"
+    assert a.numbers["gpu"] == "A100" and a.numbers["params"] == "7.2"
+
+
+def test_per_device_token_rate_healthy_or_unjudgeable():
+    assert _litgpt(2700).detect() == []                                         # 37% of an A100
+    assert _litgpt(388, params="Total parameters 124,439,808").detect() == []  # a small model
+    assert _litgpt(388, gpu="training on the cluster").detect() == []          # no GPU named
+    assert _litgpt(388, n=4).detect() == []                                     # too few records after warm-up
+    # a model-parallel rank's shard count is not the model's size: no estimate from it
+    shard = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 1804468224"
+    assert _litgpt(388, params=shard).detect() == []
+    # PEFT's total is read as the model's size
+    [a] = _litgpt(388, params="trainable params: 19,988,480 || all params: 6,758,404,096 || trainable%: 0.2958").detect()
+    assert a.numbers["params"] == "6.8"

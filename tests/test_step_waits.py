@@ -39,6 +39,26 @@ def test_mmcv_data_time_is_part_of_the_step():
     assert a.numbers["data_pct"] == "80"
 
 
+def test_mmengine_data_time_without_commas():
+    # mmengine (mmdet 3.x, mmyolo) separates fields with two spaces, not ", "
+    rows = "".join(f"05/25 11:{i:02d}:00 - mmengine - INFO - Epoch(train)  [1][{10 * i:4d}/1051]  base_lr: 1.0000e-03 "
+                   "lr: 2.2634e-06  eta: 2 days, 1:32:11  time: 8.4471  data_time: 7.0512  memory: 20839  loss: 13.2021\n"
+                   for i in range(1, 12))
+    [a] = _feed(rows).detect(1)
+    assert a.numbers["data_pct"] == "83" and a.numbers["records"] == 10
+    # an iteration time of another field (YOLOX's "iter_time: 1.4s, data_time: 0.003s") is not mmengine's "time"
+    assert _feed(rows.replace("  time: ", "  iter_time: ")).detect(1) == []
+
+
+def test_metric_logger_time_and_data():
+    # the torchvision references' MetricLogger (DeiT, DETR, D-FINE): "time: 1.0500  data: 0.9100  max mem: 2410"
+    rows = "".join(f"Epoch: [36]  [{10 * i:4d}/1251]  eta: 0:21:12  lr: 0.000494  loss: 4.9 (4.9)  time: 1.0500  "
+                   f"data: 0.9100  max mem: 2410\n" for i in range(12))
+    [a] = _feed(rows).detect(1)
+    assert a.numbers["data_pct"] == "87"
+    assert _feed(rows.replace("data: 0.9100", "data: 0.0100")).detect(1) == []
+
+
 def test_lightning_profiler_fetch_share():
     row = "|  [_TrainingEpochLoop].train_dataloader_next  |  {mean}  |  16  |  {tot}  |  {pct}  |\n"
     [a] = _feed(row.format(mean=5.29, tot=84.7, pct=84.9)).detect(None)

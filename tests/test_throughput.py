@@ -324,6 +324,16 @@ def test_a_loops_own_step_time_in_seconds_is_a_step_time_series():
     assert _run(text.replace("step time: ", "avg step time: ").replace("\n", " ms\n"))[0].steps == {}
 
 
+def test_tensorflow_tutorial_sec_per_batch_is_a_step_time_series():
+    # TF's cifar10/inception trainers: "step 3290, loss = 2.15 (71.1 examples/sec; 3.600 sec/batch)"
+    text = "".join(f"2016-07-23 15:16:29.206475: step {s}, loss = 2.15 ({256 / t:.1f} examples/sec; {t:.3f} sec/batch)\n"
+                   for s, t in ((s, 3.6 if s < 900 else 10.1) for s in range(0, 1200, 10)))
+    _, [a] = _run(text)
+    assert a.numbers["early"] == "3.6" and float(a.numbers["rise"]) >= 2.5
+    # a steady run raises nothing
+    assert _run(text.replace("10.100 sec/batch", "3.600 sec/batch"))[1] == []
+
+
 def test_torchtune_tokens_per_second_per_gpu_is_a_rate_series():
     text = "".join(f"Step {i} | loss:2.2 lr:3e-05 tokens_per_second_per_gpu:{2500.0 / (1 + 0.05 * i):.4f} "
                    f"peak_memory_active:11.4 peak_memory_alloc:11.4 peak_memory_reserved:21.9 \n" for i in range(1, 60))

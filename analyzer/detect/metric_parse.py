@@ -313,9 +313,12 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
             elif not (k == 3 and _BELOW_PRECISION.match(val)):
                 out[k] = num(val)
     else:
+        bare_nan = False    # the loss read so far is a bare `loss` that is nan
         for m in R.KEYVAL.finditer(low):
             k = _FIELD.get(m.group(1))
-            if k is None or out[k] is not None:
+            if k is None or (out[k] is not None and not (k == 1 and bare_nan)):
+                continue
+            if bare_nan and k == 1 and m.group(1) == b"loss":
                 continue
             if k == 1 and m.group(1) == b"train_loss" and (
                     (m.start() and text[m.start() - 1:m.start()] in (b"'", b'"')) or _SUMMARY_ROW.match(low)):
@@ -323,7 +326,13 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
             if k == 0:
                 out[0] = _step_of(m.group(2))
             elif k == 1:
-                out[1] = loss_num(m.group(2))
+                v = loss_num(m.group(2))
+                if bare_nan and (v is None or v != v):
+                    continue
+                # Lightning (< 2.0) puts the mean of training_step's return value on its bar as `loss`: nan under
+                # manual optimization (nothing returned), while the module's own `train_loss` on the line is the loss
+                bare_nan = m.group(1) == b"loss" and v is not None and v != v and not bare_nan
+                out[1] = v
             elif not (k == 3 and _BELOW_PRECISION.match(m.group(2))):
                 out[k] = num(m.group(2))
     if out[1] is None and out[2] is not None and out[2] != out[2] and b"iteration" in low:

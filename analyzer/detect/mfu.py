@@ -8,9 +8,16 @@ hardware. Two trainers print achieved model FLOPs in a form that can be checked 
   torchtitan   `wps: 196  mfu: 8.61%` / `tps: ... mfu: ...%`: its own MFU, computed against the peak of the device it
                detected (a trainer that hard-codes one GPU's peak, nanoGPT's `mfu 104%` or nanochat's `mfu: 24.9`,
                is not read: on another GPU its number is off by the ratio of the peaks).
+  tokens/GPU   a per-device token rate, lit-llama / lit-parrot `speed: 388 toks/s/device`: the model FLOPs are
+               estimated as 6 x parameters x tokens/s (forward and backward of a dense model, attention left out),
+               against the named GPU's peak like Megatron's. The estimate errs high (a LoRA run does about 4 x
+               parameters per token, a mixture of experts far less than its total), so it can only stay silent
+               where the MFU is low, never call a healthy run slow. A model-parallel shard's parameter count is
+               not the model's: with it the estimate is not made.
 
 Judged only for a model of at least `MIN_PARAMS` parameters (torchtitan's `Model ... size: N total parameters`,
-Megatron's `number of parameters on (tensor, pipeline) model parallel rank (0, 0): N`): a debug-size model cannot
+Megatron's `number of parameters on (tensor, pipeline) model parallel rank (0, 0): N`, lit-gpt's `Total parameters
+7,217,189,760`, PEFT's `trainable params: ... || all params: N`): a debug-size model cannot
 fill a GPU and its MFU says nothing. The first `SKIP` records (compilation, warm-up) are left out; the median of at
 least `MIN_RECORDS` later ones below `MFU_LOW`% is an error: a large model trains at 30-55% on a healthy setup,
 and below a tenth of the peak the GPUs wait most of every step (exposed communication over a slow network,
@@ -39,12 +46,15 @@ PEAKS: list[tuple[str, bytes, re.Pattern[bytes], float]] = [(n, lit, re.compile(
     ("L40S", b"L40S", rb"\bL40S\b", 362.0), ("RTX 4090", b"RTX 4090", rb"RTX 4090\b", 165.0),
     ("RTX 3090", b"RTX 3090", rb"RTX 3090\b", 71.0), ("MI300X", b"MI300X", rb"\bMI300X\b", 1307.0),
     ("V100", b"V100", rb"\bV100\b", 125.0))]
-_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(")
+_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(|Total parameters|all params: |toks/s/device")
 _NAME_TRIES = 4     # occurrences of a name's literal checked per block (a name inside a longer word does not count)
 _MEG = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\): ([0-9]+(?:\.[0-9]+)?)")
 _TITAN = re.compile(rb"\b(?:wps|tps): [0-9][0-9,]*\b.*?\bmfu: ([0-9]+(?:\.[0-9]+)?)%")
 _PARAMS = re.compile(rb"Model \S+ \S+ size: ([0-9][0-9,]*) total parameters|"
-                     rb"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): ([0-9]+)")
+                     rb"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): ([0-9]+)|"
+                     rb"(?:\bTotal parameters:? |\|\| all params: )([0-9][0-9,]*)\b")
+_TOKDEV = re.compile(rb"\bspeed: ([0-9]+(?:\.[0-9]+)?) toks/s/device\b")
+FLOPS_PER_TOKEN = 6.0    # x parameters: forward (2) and backward (4) of a dense model
 
 
 class MfuTracker:
@@ -53,6 +63,7 @@ class MfuTracker:
     def __init__(self) -> None:
         self.meg: list[tuple[int, float]] = []
         self.titan: list[tuple[int, float]] = []
+        self.tokdev: list[tuple[int, float]] = []
         self.params = 0.0           # the whole model's (torchtitan), or one model-parallel rank's shard (Megatron)
         self.shard = False
         self.gpus: dict[str, float] = {}
@@ -75,10 +86,15 @@ class MfuTracker:
                 if len(self.titan) < KEEP:
                     self.titan.append((ln, float(m.group(1))))
                 continue
+            m = _TOKDEV.search(raw)
+            if m:
+                if len(self.tokdev) < KEEP:
+                    self.tokdev.append((ln, float(m.group(1))))
+                continue
             m = _PARAMS.search(raw)
             if m:
-                self.params = max(self.params, float((m.group(1) or m.group(2)).replace(b",", b"")))
-                self.shard = m.group(1) is None
+                self.params = max(self.params, float((m.group(1) or m.group(2) or m.group(3)).replace(b",", b"")))
+                self.shard = self.shard or m.group(2) is not None
 
     def _names(self, lines: bytes) -> None:
         """The GPU models named in a block, found by their literals (a substring search in C), not by a regex run on
@@ -108,12 +124,20 @@ class MfuTracker:
             nums.update(titan_mfu=f"{mfu:.1f}")
         else:
             recs = self.meg[SKIP:]
+            tok = len(recs) < MIN_RECORDS
+            if tok:     # no Megatron throughput: a per-device token rate of a whole (unsharded) model
+                recs = [] if self.shard else self.tokdev[SKIP:]
             if len(recs) < MIN_RECORDS or len(set(self.gpus.values())) != 1:
                 return []
             [(gpu, peak)] = list(self.gpus.items())[:1]
-            tf = median([v for _, v in recs])
+            if tok:
+                rate = median([v for _, v in recs])
+                tf = FLOPS_PER_TOKEN * self.params * rate / 1e12
+                nums.update(tok_dev=f"{rate:.0f}", est_tflops=fmt(tf), gpu=gpu, peak=f"{peak:g}")
+            else:
+                tf = median([v for _, v in recs])
+                nums.update(tflops=fmt(tf), gpu=gpu, peak=f"{peak:g}")
             mfu = 100 * tf / peak
-            nums.update(tflops=fmt(tf), gpu=gpu, peak=f"{peak:g}")
         if mfu >= MFU_LOW:
             return []
         nums.update(mfu=f"{mfu:.1f}", records=len(recs), comm=True)

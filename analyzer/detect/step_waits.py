@@ -5,7 +5,8 @@ the start has no fast baseline. These sources say how slow it is on their own, b
 part that does the work and the part that waits:
 
   data wait      the loop's own data time beside its step time: LeRobot `updt_s:0.302 data_s:13.330` (the step is
-                 their sum), mmcv `time: 0.430, data_time: 0.006` and the PyTorch examples' AverageMeter
+                 their sum), mmcv `time: 0.430, data_time: 0.006` (mmengine: `time: 7.2980  data_time: 6.0183`; the torchvision references' MetricLogger, also DeiT, DETR and
+                 their forks: `time: 0.8312  data: 0.5123  max mem: 2410`) and the PyTorch examples' AverageMeter
                  `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time). The first record is
                  left out (workers start); at least `MIN_RECORDS` later ones, and the finding when the data wait is
                  `DATA_SHARE` of all step time (the GPUs wait for the input pipeline most of the run).
@@ -39,9 +40,9 @@ BUSY_UTIL = 90
 POWER_SHARE = 0.3
 KEEP = 4096
 
-_GATE = re.compile(rb"data_s:|data_time: |\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|")
+_GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
-_MMCV = re.compile(rb", time: ([0-9]+(?:\.[0-9]+)?), data_time: ([0-9]+(?:\.[0-9]+)?)")
+_MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
 _DS = re.compile(rb"time \(ms\) \| forward: ([0-9.]+) \| backward: ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
