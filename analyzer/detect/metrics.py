@@ -49,9 +49,9 @@ class MetricTracker:
     @classmethod
     def of_text(cls, text: str, th: Optional[Thresholds] = None) -> "MetricTracker":
         """The tracker of a whole log given as text, fed block by block as a scan feeds it, and flushed."""
-        import io
+        import io   # deferred: only tests and tools track a text outside a scan
 
-        from llmtriage.engine.logparse import iter_blocks, match_view
+        from llmtriage.engine.logparse import iter_blocks, match_view   # deferred: the same
         t, base = cls(th), 1
         for chunk, _ in iter_blocks(io.BytesIO(text.encode())):
             lines, view = match_view(chunk)
