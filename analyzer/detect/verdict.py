@@ -26,6 +26,8 @@ from typing import Any, Optional
 from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
 from llmtriage.engine.redact import clip
+from llmtriage.detect.pasted import pasted_after
+from llmtriage.detect.logged_handler import handled_before
 from llmtriage.detect.consequence import crash_after_cause
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
@@ -86,7 +88,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
                    and not _resumed_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again
-                   and not (d[1] == "exception" and echo_handled(d[0], scanner)))
+                   and not (d[1] == "exception" and (echo_handled(d[0], scanner) or handled_before(d[0], scanner, spec))))
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
@@ -133,7 +135,7 @@ def _raised_again(exc: ExceptionInfo, exceptions: list[ExceptionInfo], scanner: 
 
 def _survived(line: int, scanner: Scanner) -> bool:
     return (scanner.last("finish") > line or _progress_after(line, scanner) or _handled(line, scanner)
-            or echo_handled(line, scanner))
+            or echo_handled(line, scanner) or handled_before(line, scanner, verdict_spec()))
 
 
 # --------------------------------------------------------------------------- fatality
@@ -226,9 +228,10 @@ def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang:
                   and f.line <= cut]
     if not recognised:
         return
+    pasted = pasted_after(scanner, cut) if spec.get("exempt_pasted") else None
     for f in findings:
         if (f.severity == "error" and f.rule_id != "unknown" and f.line > cut and f.role == "cause"
-                and f.category not in spec.get("exempt_categories", ())):
+                and f.category not in spec.get("exempt_categories", ()) and (pasted is None or f.line < pasted)):
             f.role, f.priority = "symptom", 0
             f.judgement = {"context": "after-death", "severity_was": "error",
                            "reason": tr(spec["reason"], lang, line=death["line"])}
