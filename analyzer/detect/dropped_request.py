@@ -32,7 +32,8 @@ def request_never_answered(findings: list[Finding], scanner: Scanner, spec: Opti
             continue
         alive = 0
         for n, raw in scanner.rows(last + 1):
-            if n > last and alive_rx.search(raw.decode("utf-8", "replace").rsplit("\r", 1)[-1]):
+            # (what a terminal shows of the line: a CRLF log's trailing \r is no progress-bar redraw)
+            if n > last and alive_rx.search(raw.rstrip(b"\r\n").decode("utf-8", "replace").rsplit("\r", 1)[-1]):
                 alive += 1
                 if alive >= need:
                     break
