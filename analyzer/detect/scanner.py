@@ -110,10 +110,10 @@ def _overlapping(lit: bytes, lits: list[bytes]) -> frozenset[bytes]:
     return frozenset(x for x in lits if x in lit or any(x.startswith(lit[k:]) for k in range(1, len(lit))))
 
 
-# (and a glog / abseil FATAL record, "F0223 07:56:56.271731 ... file.cc:104] msg" or TensorFlow's
+# (and a glog / abseil FATAL record, behind any rank prefix, "F0223 07:56:56.271731 ... file.cc:104] msg" or TensorFlow's
 # "2022-02-23 07:56:56.271731: F path/file.inc:104] msg", whose message need not say "error")
 _ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fatal|abort(?:ed)?|cannot|unable)\b|\bwhat\(\)"
-                       rb"|(?-i:^F\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./-]+:\d+\]|\d\d\.\d+: F [\w./-]+:\d+\] )")
+                       rb"|(?-i:(?:^|\s)F\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./-]+:\d+\]|\d\d\.\d+: F [\w./-]+:\d+\] )")
 # warnings are the usual trap; frames are code; Hydra's "Error executing job with overrides: [...]"
 # is the command line (data paths, config keys), not an error message
 _FRAME = re.compile(rb'File "[^"\n]+", line \d+')      # a traceback frame (behind any rank/actor prefix)
