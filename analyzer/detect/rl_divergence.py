@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
@@ -23,6 +24,8 @@ from llmtriage.detect.metric_findings import detector_texts
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
+
+_KEEP = 512     # records kept at each end of the series
 
 _NUM = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf)"""
 _TRL_KL = re.compile(rb"""['"]kl['"]\s*:\s*""" + _NUM)
@@ -46,7 +49,12 @@ class RlKlTracker:
 
     def __init__(self, engine: Any = None) -> None:
         self.lang = getattr(engine, "lang", None)
-        self.records: list[tuple[int, float, Optional[float], Optional[float]]] = []
+        # bounded on a log of millions of RL records: the first records (the early KL), the last ones (the
+        # tail and the run of high KL before it), the count and the reward peak over all of them
+        self.head: list[tuple[int, float, Optional[float], Optional[float]]] = []
+        self.tail: deque[tuple[int, float, Optional[float], Optional[float]]] = deque(maxlen=_KEEP)
+        self.count = 0
+        self.peak: Optional[float] = None
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         if b"kl" not in view or (b"'kl'" not in view and b'"kl"' not in view and b"actor/kl_loss:" not in view):
@@ -61,7 +69,13 @@ class RlKlTracker:
                     continue
                 kl, reward, std = _num(verl), _num(_VERL_REWARD.search(line)), None
             if kl is not None and math.isfinite(kl):
-                self.records.append((line_base + i, kl, reward, std))
+                rec = (line_base + i, kl, reward, std)
+                self.count += 1
+                if len(self.head) < _KEEP:
+                    self.head.append(rec)
+                self.tail.append(rec)
+                if reward is not None and math.isfinite(reward) and (self.peak is None or reward > self.peak):
+                    self.peak = reward
 
     def finish(self, report: Any, findings: list[Finding]) -> None:
         f = self.finding(findings)
@@ -70,23 +84,22 @@ class RlKlTracker:
 
     def finding(self, findings: list[Finding]) -> Optional[Finding]:
         spec = verdict_spec().get("rl_kl_diverged")
-        recs = self.records
-        if not spec or len(recs) < int(spec["min_records"]):
+        recs = list(self.tail)
+        if not spec or self.count < int(spec["min_records"]):
             return None
         entry = detector_texts()["rl_kl_diverged"]
         if any(f.severity == "error" and f.category == entry["category"] for f in findings):
             return None
         tail_n, kl_min = int(spec["tail"]), float(spec["kl_min"])
-        early = median([r[1] for r in recs[:max(2, len(recs) // 4)]])
+        early = median([r[1] for r in self.head[:max(2, self.count // 4)]])
         tail = recs[-tail_n:]
         tail_kl = min(r[1] for r in tail)
         if tail_kl < kl_min or tail_kl < float(spec["rise"]) * max(early, 0.0):
             return None
-        rewards = [r[2] for r in recs if r[2] is not None and math.isfinite(r[2])]
         stds = [r[3] for r in tail]
         tail_rewards = [r[2] for r in tail if r[2] is not None and math.isfinite(r[2])]
         same = all(s is not None and abs(s) <= float(spec["zero_std"]) for s in stds)
-        peak = max(rewards) if rewards else None
+        peak = self.peak
         fell = (peak is not None and peak > 0 and len(tail_rewards) == tail_n
                 and sum(tail_rewards) / tail_n <= float(spec["reward_drop"]) * peak)
         if not (same or fell):
@@ -96,7 +109,7 @@ class RlKlTracker:
             onset -= 1
         text = entry["zh" if self.lang == "zh" else "en"]
         values = {"kl_early": fmt(early), "kl_last": fmt(recs[-1][1]), "kl_min": fmt(kl_min),
-                  "since": str(recs[onset][0]), "records": str(len(recs) - onset),
+                  "since": str(recs[onset][0]), "records": str(len(recs) - onset),   # (within the kept tail)
                   "peak": fmt(peak) if fell else None, "reward_last": fmt(tail_rewards[-1]) if fell and tail_rewards else None,
                   "std_zero": "0" if same else None}
         message = render_template(text["message"], {k: ("" if v is None else v) for k, v in values.items()}).strip()
