@@ -69,6 +69,18 @@ def test_a_custom_loop_s_snapshot_is_a_checkpoint_save(engine):
     assert rep.extra["action"] == "fix", rep.extra.get("action_reason")
 
 
+def test_a_plain_saving_model_line_and_a_full_state_dict_gather_are_a_checkpoint_save(engine):
+    """A script's own lower-case save lines ("--> saving model ...", "rank 0 gathering full state_dict")
+    are the checkpoint-save phase, so the allgather that times out behind them is the save's (fix)."""
+    for save in ("--> saving model ...\n", "[rank0] gathering the full state dict on rank 0 (offload_to_cpu=True)\n"):
+        text = ("Evaluating: 100%|##########| 40/40 [00:20<00:00, 2.0it/s]\n--> epoch 3 done, val loss 0.71\n" + save +
+                "[E ProcessGroupNCCL.cpp:737] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=90211, "
+                "OpType=_ALLGATHER_BASE, Timeout(ms)=1800000) ran for 1800554 milliseconds before timing out.\n")
+        rep = scan_source(engine, text)
+        assert rep.extra["phase"] == "checkpoint-save", save
+        assert rep.extra["action"] == "fix", rep.extra.get("action_reason")
+
+
 def test_bar_labels():
     assert classify_bar("Loading checkpoint shards") == "model-loading"
     assert classify_bar("Map (num_proc=8)") == "data-loading"

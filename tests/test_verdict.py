@@ -319,6 +319,11 @@ def test_category_defaults():
     sync = run("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
                "address. port: 51216, useIPv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
     assert sync.extra["action"] == "fix" and "vllm_group_port" in sync.extra["action_reason"]
+    # a privileged port refused for lack of root (errno 13), not held by anyone: every rerun fails the same way
+    priv = run("[W socket.cpp:436] [c10d] The server socket has failed to bind to 0.0.0.0:520 (errno: 13 - Permission denied).\n"
+               "RuntimeError: The server socket has failed to listen on any local network address. The server socket has "
+               "failed to bind to 0.0.0.0:520 (errno: 13 - Permission denied).\n")
+    assert priv.extra["action"] == "fix" and "1024" in priv.extra["action_reason"]
     # a communicator that fails while it is being set up, before any step, fails the same way again
     init = ("[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
             "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n")

@@ -48,9 +48,10 @@ _MARKERS: list[tuple[str, bytes]] = [
                  rb"training \.\.\.|Epoch [0-9]+/[0-9]+|'eval_loss'|\"eval_loss\"|Begin training|Beginning training"),
     ("evaluation", rb"\*\*\*\*\* Running Evaluation \*\*\*\*\*|\*\*\*\*\* Running Prediction|Running evaluation|Evaluating|"
                    rb"Validation DataLoader|validation loop|Validating:|Testing DataLoader|evaluate\(\)"),
-    ("checkpoint-save", rb"Saving model checkpoint|Saving checkpoint|[Ss]aving (?:the )?model (?:to|in)|Model weights saved|"
+    ("checkpoint-save", rb"Saving model checkpoint|Saving checkpoint|[Ss]aving (?:the )?model(?: to| in| \.\.\.)|Model weights saved|"
                         rb"Configuration saved in|save_pretrained|Saving [A-Za-z ]*state|checkpoint saved|saving checkpoint|"
-                        rb"Saving optimizer|torch\.save|Saving to |[Ss]napshot\(step=[0-9]|writing (?:checkpoint|partials|shards) to "),
+                        rb"Saving optimizer|torch\.save|Saving to |[Ss]napshot\(step=[0-9]|writing (?:checkpoint|partials|shards) to |"
+                        rb"gathering (?:the )?full[ _]state[ _]dict"),
     ("generation", rb"Processed prompts|Avg prompt throughput|Uvicorn running|Received request|Generating text|"
                    rb"generate\(|SamplingParams|Adding requests|inference \.\.\.|Generation config|Application startup complete|"
                    rb"Starting vLLM API server|POST /v1/|\[GIN\][^\n]{0,60}\| 200 \||log_server_r[^\n]{0,60}(?:POST|GET) /(?:v1|completion|chat|infill|embedding)"),
