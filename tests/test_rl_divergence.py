@@ -37,6 +37,26 @@ def test_kl_runaway_with_falling_reward_needs_no_std():
     assert errs[0].captures["peak"] == "0.5"
 
 
+def _verl(rows: list[tuple[float, float]]) -> str:
+    return "".join(f"(TaskRunner pid=1) step:{i + 1} - actor/kl_loss:{kl} - actor/pg_loss:0.01 - critic/score/mean:{r}\n"
+                   for i, (r, kl) in enumerate(rows))
+
+
+def test_small_kl_estimator_that_rose_300x_while_scores_collapsed_is_an_error():
+    # verl low_var_kl: 1e-3 when healthy, clamped at 10; here it plateaus near 1.2, far below kl_min
+    rows = [(0.5 + 0.002 * i, 0.001) for i in range(12)] + [(-0.9, 1.1), (-0.95, 1.2), (-0.96, 1.3)]
+    errs = _errors(llmtriage.analyze(_verl(rows)))
+    assert errs and errs[0].rule_id == "metric-rl-kl-diverged"
+    assert errs[0].captures["kl_min"] == "0.5"
+
+
+def test_small_kl_rise_below_the_floor_or_with_rewards_holding_is_no_finding():
+    low = [(0.5, 0.001)] * 12 + [(-0.9, 0.3), (-0.95, 0.35), (-0.96, 0.4)]        # collapsed, but KL < kl_floor
+    held = [(0.5, 0.001)] * 12 + [(0.6, 1.1), (0.62, 1.2), (0.63, 1.3)]          # KL up 1000x, rewards fine
+    for rows in (low, held):
+        assert not [f for f in llmtriage.analyze(_verl(rows)).findings if f.rule_id == "metric-rl-kl-diverged"]
+
+
 def test_kl_that_rose_while_rewards_stayed_healthy_is_no_finding():
     recs = [(0.4 + 0.02 * i, 0.5, 1e-3 * (i + 1)) for i in range(10)] + [(0.7, 0.4, 6.0 + i) for i in range(4)]
     assert not [f for f in llmtriage.analyze(_trl(recs)).findings if f.rule_id == "metric-rl-kl-diverged"]

@@ -35,6 +35,22 @@ _VERL_KL = re.compile(rb"actor/kl_loss:" + _NUM)
 _VERL_REWARD = re.compile(rb"critic/score/mean:" + _NUM)
 
 
+def _threshold(spec: dict[str, Any], tail_kl: float, early: float) -> Optional[float]:
+    """The KL level the tail held, or None when the KL did not diverge.
+
+    Either an absolute KL of `kl_min` or more, `rise` times the early median; or, for estimators that stay small
+    (verl's low_var_kl kl_loss is clamped at 10 and a healthy run logs 1e-3), `kl_floor` or more after a rise of
+    `rise_strong` times the early median."""
+    early = max(early, 0.0)
+    if tail_kl >= float(spec["kl_min"]) and tail_kl >= float(spec["rise"]) * early:
+        return float(spec["kl_min"])
+    floor, strong = spec.get("kl_floor"), spec.get("rise_strong")
+    if floor is not None and strong is not None and early > 0 and tail_kl >= float(floor) \
+            and tail_kl >= float(strong) * early:
+        return float(floor)
+    return None
+
+
 def _num(m: Optional[re.Match]) -> Optional[float]:
     if m is None:
         return None
@@ -90,11 +106,12 @@ class RlKlTracker:
         entry = detector_texts()["rl_kl_diverged"]
         if any(f.severity == "error" and f.category == entry["category"] for f in findings):
             return None
-        tail_n, kl_min = int(spec["tail"]), float(spec["kl_min"])
+        tail_n = int(spec["tail"])
         early = median([r[1] for r in self.head[:max(2, self.count // 4)]])
         tail = recs[-tail_n:]
         tail_kl = min(r[1] for r in tail)
-        if tail_kl < kl_min or tail_kl < float(spec["rise"]) * max(early, 0.0):
+        kl_min = _threshold(spec, tail_kl, early)
+        if kl_min is None:
             return None
         stds = [r[3] for r in tail]
         tail_rewards = [r[2] for r in tail if r[2] is not None and math.isfinite(r[2])]
