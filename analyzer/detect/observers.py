@@ -29,6 +29,7 @@ class TrainingObserver:
         from llmtriage.detect.step_breakdown import StepBreakdownTracker   # deferred: as above
         from llmtriage.detect.step_waits import StepWaitTracker   # deferred: as above
         from llmtriage.detect.mfu import MfuTracker   # deferred: as above
+        from llmtriage.detect.metric_resume import ResumeMarks   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -38,6 +39,7 @@ class TrainingObserver:
         self.breakdown = StepBreakdownTracker()
         self.waits = StepWaitTracker()
         self.mfu = MfuTracker()
+        self.resumes = ResumeMarks()
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
@@ -53,6 +55,7 @@ class TrainingObserver:
         self.breakdown.feed(lines, line_base)
         self.waits.feed(lines, line_base)
         self.mfu.feed(lines, line_base)
+        self.resumes.feed(lines, line_base)
         self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -65,6 +68,8 @@ class TrainingObserver:
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
         from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
+        from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
+        from llmtriage.detect.metric_resume import resume_drop   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -79,6 +84,8 @@ class TrainingObserver:
         anomalies += first_update_jump(self.metrics, anomalies)
         anomalies += guard_skips(self.metrics, anomalies)
         anomalies += validation_perfect(self.metrics, anomalies)
+        anomalies += loss_creep(self.metrics, anomalies)
+        anomalies += resume_drop(self.metrics, self.resumes.lines, anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += self.xla.detect()

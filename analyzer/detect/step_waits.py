@@ -7,7 +7,9 @@ part that does the work and the part that waits:
   data wait      the loop's own data time beside its step time: LeRobot `updt_s:0.302 data_s:13.330` (the step is
                  their sum), mmcv `time: 0.430, data_time: 0.006` (mmengine: `time: 7.2980  data_time: 6.0183`; the torchvision references' MetricLogger, also DeiT, DETR and
                  their forks: `time: 0.8312  data: 0.5123  max mem: 2410`) and the PyTorch examples' AverageMeter
-                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time). The first record is
+                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time). Loops that print the two parts
+                 apart (the step is their sum): EDSR and its forks `[1600/16000]\t[L1: 35.2]\t30.1+480.3s` (model + data),
+                 a user's timer fields `data 10.8s | fwd+bwd 0.41s`. The first record is
                  left out (workers start); at least `MIN_RECORDS` later ones, and the finding when the data wait is
                  `DATA_SHARE` of all step time (the GPUs wait for the input pipeline most of the run).
   profiler       Lightning's simple profiler report: `[_TrainingEpochLoop].train_dataloader_next | mean | calls |
@@ -40,9 +42,16 @@ BUSY_UTIL = 90
 POWER_SHARE = 0.3
 KEEP = 4096
 
-_GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|")
+_GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
+                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
 _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
+# a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
+# `[1600/16000]\t[L1: 35.2015]\t30.1+480.3s` (model time + data time of the interval), or a user's timer fields
+# `data 10.8s | fwd+bwd 0.41s` (`compute`, `model`, `train`, `gpu`, `fwd_bwd` name the compute part, either order)
+_EDSR = re.compile(rb"^\s*\[[0-9]+/[0-9]+\][ \t]+\[[^\]]*\][ \t]+([0-9]+(?:\.[0-9]+)?)\+([0-9]+(?:\.[0-9]+)?)s\s*$")
+_SPLIT_DATA = re.compile(rb"\bdata(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
+_SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gpu)(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
 _DS = re.compile(rb"time \(ms\) \| forward: ([0-9.]+) \| backward: ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
@@ -70,6 +79,14 @@ class StepWaitTracker:
             m = _LEROBOT.search(raw)
             if m:
                 self._data(ln, float(m.group(1)) + float(m.group(2)), float(m.group(2)), "lerobot")
+                continue
+            m = _EDSR.search(raw)
+            if m:
+                self._data(ln, float(m.group(1)) + float(m.group(2)), float(m.group(2)), "split")
+                continue
+            m, w = _SPLIT_DATA.search(raw), _SPLIT_WORK.search(raw)
+            if m and w:
+                self._data(ln, float(m.group(1)) + float(w.group(1)), float(m.group(1)), "split")
                 continue
             m = _MMCV.search(raw) or _METER.search(raw)
             if m:

@@ -477,7 +477,10 @@ class ThroughputTracker:
             return i < len(saves) and saves[i] <= ln
 
         long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med and not after_save(ln)]
-        if len(long) < th.periodic_min or len(long) * 4 > len(xs):
+        lead = next((k for k, i in enumerate(long) if i != k), len(long))     # warm-up / compile steps first
+        if lead >= 2:
+            long, xs = [i - lead for i in long[lead:]], xs[lead:]
+        if len(long) < th.periodic_min or len(long) * 3 > len(xs):
             return None
         gaps = [b - a for a, b in zip(long, long[1:])]
         if max(gaps) - min(gaps) > 1 or min(gaps) < 2:

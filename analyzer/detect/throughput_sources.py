@@ -14,7 +14,8 @@
                     average; a line repeated per rank for the same iteration counts once), mmcv's `time: 0.430,
                     data_time: 0.006` (mmengine's without the comma), TensorFlow's tutorial trainers `(71.1 examples/sec;
                     3.600 sec/batch)`, Keras `938/938 [====] - 5s 5ms/step`, an interval's time `time/1000 steps: 104.1s`
-                    (its mean step); and per-epoch wall times
+                    (its mean step), a loop's own
+                    per-step timer field `step_time 1.187s` / `iter_time=212ms` / `batch_time: 0.4s`; and per-epoch wall times
                     (`End of epoch 29 / 200 \t Time Taken: 890 sec`, pix2pix/CycleGAN), a separate source whose
                     samples are epochs: with a fixed epoch size a longer epoch is slower steps.
 """
@@ -37,9 +38,10 @@ _DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+)
 
 
 LOOP_SRC = (rb"\bTime +[0-9.]+ +\( *[0-9.]+\)|[\s,]time: [0-9.]+,?\s+data_time: |[0-9](?:ms|us|s)/step\b|Time Taken: [0-9]|time/[0-9]+ ?steps: [0-9]"
-            rb"|; [0-9.]+ sec/batch\)")
+            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b")
 _LOOP = re.compile(rb"\bTime +([0-9.]+) +\( *[0-9.]+\)|[\s,]time: ([0-9.]+),?\s+data_time: |\b([0-9.]+)(ms|us|s)/step\b"
-                   rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b|; ([0-9.]+) sec/batch\)")
+                   rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b|; ([0-9.]+) sec/batch\)"
+                   rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b")
 _ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
 _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
 
@@ -57,6 +59,8 @@ def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
         return ("loop", float(m.group(7)) / int(m.group(6)), None) if int(m.group(6)) else None
     if m.group(8) is not None:      # TensorFlow's tutorial trainers: "(71.1 examples/sec; 3.600 sec/batch)"
         return "loop", float(m.group(8)), None
+    if m.group(9) is not None:      # a loop's own per-step timer field: "step_time 1.187s", "iter_time=212ms"
+        return "loop", float(m.group(9)) * _UNIT[m.group(10)], None
     it = _ITER.search(seg, 0, m.start())
     key = it.group(1) + b":" + it.group(2) if it else None
     if m.group(3) is not None:

@@ -1,0 +1,58 @@
+"""metric-loss-creeping-up: after its minimum the loss climbs back slowly and steadily, window after window.
+
+A run that diverges slowly (bf16 rounding in a long pre-training run, a learning rate a little too high after
+warm-up, a broken kernel) never prints NaN and never jumps: it reaches its lowest loss, then every stretch of
+records is worse than the one before, until the loss is back at twice its minimum or more. The step-by-step
+divergence detector (`metric_detect._diverge`) wants the loss to double within its last few records, the jump
+detector one spike, and `metric_drift.grad_climb` a gradient norm that climbs with it; a log that prints no
+gradient norm (nanoGPT, many hand-written loops) and climbs over thousands of steps meets none of them.
+
+The records after the minimum are cut into `WINDOWS` equal windows; the median of each must be above the one
+before it (a step up at an epoch boundary, a new data mixture or a curriculum stage rises once and stays: it is
+not a climb in every window), and the last window's median at least `LOSS_FACTOR` x the minimum and `spike_abs`
+above it. Left alone: logs that print a gradient norm (a loss rising without it is a data change; with it,
+`grad_climb` answers), RL records (their loss moves by design), sampled records, and runs another detector
+already names.
+"""
+from __future__ import annotations
+
+from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metrics import MetricTracker, finite
+
+WINDOWS = 5
+LOSS_FACTOR = 2.0
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def loss_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
+    """The anomaly when the loss climbs back from its minimum in every one of WINDOWS windows of the records
+    after it (at least 3 x diverge_records of them) to >= LOSS_FACTOR x the minimum; nothing otherwise."""
+    if t.sampled or any(a.severity == "error" for a in found):
+        return []
+    th = t.th
+    recs = [r for r in t.records() if finite(r.loss)]
+    if any(r.rl or r.grad_norm is not None for r in recs):
+        return []
+    if len(recs) < 4 * th.diverge_records:
+        return []
+    i = min(range(len(recs)), key=lambda j: recs[j].loss)  # type: ignore[arg-type,return-value]
+    low, after = recs[i], recs[i:]
+    if len(after) < 3 * th.diverge_records or low.loss <= 0 or i < th.diverge_records:  # type: ignore[operator]
+        return []
+    size = len(after) // WINDOWS
+    meds = [_median([r.loss for r in after[k * size:(k + 1) * size]]) for k in range(WINDOWS)]  # type: ignore[misc]
+    meds[-1] = _median([r.loss for r in after[(WINDOWS - 1) * size:]])  # type: ignore[misc]
+    if any(b <= a for a, b in zip(meds, meds[1:])):
+        return []
+    level = meds[-1]
+    if level < LOSS_FACTOR * low.loss or level - low.loss < th.spike_abs:  # type: ignore[operator]
+        return []
+    last = after[-1]
+    return [Anomaly("creep", "nan-loss", "error", low.line, last.line, low.step, len(after), {
+        "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
+        "windows": WINDOWS, "factor": round(level / low.loss, 1)})]  # type: ignore[operator]

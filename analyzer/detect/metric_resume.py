@@ -1,0 +1,91 @@
+"""metric-loss-dropped-at-resume: the loss right after a resume from a checkpoint is a fraction of what it was
+right before it.
+
+Resuming restores the weights the run had when it saved, so the first records after the resume read about
+the loss the last records before it did (a little higher while the optimizer state warms up, never far lower).
+When they read `DROP_FACTOR` x lower or more, and at least `DROP_ABS` lower, the weights did not learn that in
+one step: the loss is computed differently since the restart (a library upgraded between the two sessions that
+changed how the loss is averaged or masked, a different template or label mask, a changed data file) and the
+curve no longer measures what it measured before.
+
+Resume markers: transformers' `Continuing training from global step N`, `Resuming (training) from checkpoint`,
+Lightning's `Restoring states from the checkpoint path at`, Megatron's `successfully loaded checkpoint from ...
+at iteration N`, torchtitan's `Loading the checkpoint at step N`. The records compared are the last
+`WINDOW` before the last marker that has records on both sides and the first `WINDOW` after it. Left alone: a
+resume that jumps ahead (the steps or the epoch after it far past those before: the log lost the records
+between), one that crosses an epoch boundary (a multi-epoch run's loss drops at each new pass over the same
+data), RL records, and runs another detector already names.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metrics import MetricTracker, finite
+
+WINDOW = 5
+DROP_FACTOR = 3.0
+DROP_ABS = 0.3
+KEEP = 64
+
+_MARK = re.compile(rb"Continuing training from global step|Resum(?:ing|ed) (?:training )?from (?:the )?checkpoint"
+                   rb"|Restoring states from the checkpoint|successfully loaded checkpoint from .{0,300} at iteration"
+                   rb"|Loading the checkpoint (?:at|from) step", re.I)
+
+
+class ResumeMarks:
+    """Line numbers of resume markers, block by block."""
+
+    def __init__(self) -> None:
+        self.lines: list[int] = []
+
+    def feed(self, lines: bytes, line_base: int) -> None:
+        if _MARK.search(lines) is None or len(self.lines) >= KEEP:
+            return
+        for i, raw in enumerate(lines.split(b"\n")):
+            if len(raw) < 4096 and _MARK.search(raw):
+                if not self.lines or line_base + i - self.lines[-1] > 20:    # one resume prints several
+                    self.lines.append(line_base + i)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _jumps_ahead(before: list, after: list) -> bool:
+    b, a = before[-1], after[0]
+    if b.step is not None and a.step is not None:
+        gaps = [y.step - x.step for x, y in zip(before, before[1:]) if x.step is not None and y.step is not None]
+        gap = max(1, _median(gaps)) if gaps else 1
+        return a.step - b.step > 10 * gap or a.step < b.step - 10 * gap
+    if b.epoch is not None and a.epoch is not None:
+        return abs(a.epoch - b.epoch) > 0.25 or int(a.epoch) != int(b.epoch)
+    return False
+
+
+def resume_drop(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> list[Anomaly]:
+    """The anomaly when the first WINDOW records after a resume marker have a median loss DROP_FACTOR x
+    (and DROP_ABS) below the median of the last WINDOW before it."""
+    if t.sampled or not marks or any(a.severity == "error" for a in found):
+        return []
+    recs = [r for r in t.records() if finite(r.loss)]
+    if any(r.rl for r in recs):
+        return []
+    hit: Optional[tuple] = None
+    for m in marks:
+        before = [r for r in recs if r.line < m][-WINDOW:]
+        after = [r for r in recs if r.line > m][:WINDOW]
+        if len(before) < 3 or len(after) < 3 or _jumps_ahead(before, after):
+            continue
+        lb, la = _median([r.loss for r in before]), _median([r.loss for r in after])  # type: ignore[misc]
+        if la * DROP_FACTOR <= lb and lb - la >= DROP_ABS:
+            hit = (m, before, after, lb, la)
+    if hit is None:
+        return []
+    m, before, after, lb, la = hit
+    return [Anomaly("resume_drop", "loss-suspicious", "error", m, after[-1].line, after[0].step, len(after), {
+        "before": fmt(lb), "before_at": before[-1].at, "after": fmt(la), "at": after[0].at, "line": m,
+        "factor": round(lb / la, 1) if la > 0 else None})]
