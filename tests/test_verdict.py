@@ -910,6 +910,26 @@ def test_the_cann_block_below_a_torch_npu_runtime_error_is_part_of_its_death():
     assert top.category == "nccl-timeout" and top.judgement is None
 
 
+def test_the_cann_traceback_lines_with_their_source_location_are_part_of_the_death():
+    """CANN's own "TraceBack" under EZ9999 ends each line with [FUNC:..][FILE:..][LINE:..]; the kernel
+    argument block there ("[AIC_INFO] args ... after execute") is the death's detail, not a later error."""
+    text = (TRAIN_HEAD + "Traceback (most recent call last):\n  File \"/app/train.py\", line 9, in <module>\n    step()\n"
+            "RuntimeError: The Inner error is reported as above. The process exits for this inner error, and the "
+            "current working operator name is Mul.\n"
+            "Since the operator is called asynchronously, the stacktrace may be inaccurate.\n"
+            "[ERROR] 2025-03-02-10:21:44 (PID:5120, Device:1, RankID:-1) ERR00100 PTA call acl api failed\n"
+            "EZ9999: Inner Error!\n"
+            "EZ9999: [PID: 5120] The error from device(chipId:1, dieId:0), serial number is 2, there is an aicore error "
+            "exception, core id is 7, error code = 0x800000[FUNC:ProcessStarsCoreErrorInfo][FILE:device_error_proc.cc][LINE:1183]\n"
+            "        TraceBack (most recent call last):\n"
+            "        Aicore kernel execute failed, device_id=1, stream_id=3, task_id=88, fault kernel_name=Mul_7a0e_1"
+            "[FUNC:GetError][FILE:stream.cc][LINE:1082]\n"
+            "        [AIC_INFO] args(0 to 5) after execute:0x12c0c0013000, 0x9e3b2a48, 0x12c0c0025000, 0x1, 0, "
+            "[FUNC:GetError][FILE:stream.cc][LINE:1082]\n")
+    top = errors(run(text))[0]
+    assert (top.rule_id, top.category, top.judgement) == ("ascend-kernel-host-address-arg", "device-mismatch", None)
+
+
 # ------------------------------------------------------------------ hangs and launches that went on
 
 SHM = ("(EngineCore_0 pid=40230) INFO 09-14 08:{m:02d}:14 [shm_broadcast.py:466] No available shared memory broadcast "

@@ -125,8 +125,9 @@ _NEW_RECORD = re.compile(r"\s*(?:\[|\(|\d{2,4}[-/:]\d|[IWEFD]\d{4} |(?:INFO|WARN
                          r"|Traceback|[\w.-]+@[\w.-]+:)")
 
 # torch_npu follows its RuntimeError with the CANN error block that says what failed: "[ERROR] ... ERR00100
-# PTA call acl api failed", then "EI9999: Inner Error!" and its detail
-_NPU_DETAIL = re.compile(r"\bERR\d{5}\b|^\s*E[A-Z0-9]\d{4}[:\s]")
+# PTA call acl api failed", then "EI9999: Inner Error!" and its detail, whose lines end in CANN's source
+# location ("[AIC_INFO] args(0 to 9) after execute:... [FUNC:GetError][FILE:stream.cc][LINE:1082]")
+_NPU_DETAIL = re.compile(r"\bERR\d{5}\b|^\s*E[A-Z0-9]\d{4}[:\s]|\[FUNC:\w+\]\[FILE:[\w.]+\]")
 
 
 def _text(raw: bytes) -> str:
