@@ -190,13 +190,19 @@ def test_a_raised_exception_whose_text_says_warning_is_not_logged_as_warning():
     assert not _rx(ctx["evidence"]).search(exc.strip())
 
 
-def test_rocm_memory_access_fault_without_hardware_evidence_is_fix():
+@pytest.mark.parametrize("fault,rule", [
+    ("Memory access fault by GPU node-2 (Agent handle: 0x55d0c8f1a2b0) on address 0x7ef7cd5fd000. "
+     "Reason: Page not present or supervisor privilege.\nAborted (core dumped)\n", "cuda-illegal-memory-access"),
+    ("jaxlib._jax.XlaRuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted "
+     "prematurely, perhaps due to an on-device check-failure. HLO: fusion.12; HLO computation: main.5_spmd\n",
+     "tpu-core-halted"),
+])
+def test_accelerator_kernel_fault_without_hardware_evidence_is_fix(fault: str, rule: str):
     """ROCm's wording of an illegal memory access ("Memory access fault by GPU node-N ... Page not present")
-    with no hardware evidence is a kernel or indexing bug: fix, like the CUDA wording, not replace-node."""
-    fault = ("Memory access fault by GPU node-2 (Agent handle: 0x55d0c8f1a2b0) on address 0x7ef7cd5fd000. "
-             "Reason: Page not present or supervisor privilege.\nAborted (core dumped)\n")
+    and a TPU core halted by an on-device check, with no hardware evidence, are kernel or program bugs: fix,
+    like the CUDA wording, not replace-node."""
     rep = run(TRAIN_HEAD + fault)
-    assert errors(rep)[0].rule_id == "cuda-illegal-memory-access"
+    assert errors(rep)[0].rule_id == rule
     assert errors(rep)[0].action == "fix" and rep.extra["action"] == "fix", errors(rep)[0].action_reason
 
 
