@@ -171,6 +171,41 @@ def test_a_printed_warning_line_followed_by_serving_is_survived():
     assert errors(rep2) and errors(rep2)[0].category == "dependency-mismatch"
 
 
+def test_a_raised_exception_whose_text_says_warning_is_not_logged_as_warning():
+    """The exception a rank raised is not demoted as "logged as a warning" because its message goes on to
+    say "WARNING: ..." (torch's hint about the CPU fallback), even with a progress bar redrawn after it."""
+    exc = ("NotImplementedError: The operator 'fsdp::all_gather_copy_in' is not currently implemented for the "
+           "XPU device. You can set the environment variable `PYTORCH_ENABLE_XPU_FALLBACK=1` to use the CPU "
+           "implementation as a fallback for XPU unimplemented operators. WARNING: this will bring unexpected "
+           "performance compared with running natively on XPU.\n")
+    tb = ("  0%|          | 0/2166 [00:00<?, ?it/s]\n[rank0]: Traceback (most recent call last):\n"
+          '[rank0]:   File "/work/recipes/full_finetune_distributed.py", line 751, in train\n'
+          "[rank0]:     logits = self._model(**batch)\n[rank0]: " + exc)
+    rep = run(tb + "  0%|          | 0/2166 [00:04<?, ?it/s]\n" * 3 + "  1%|          | 12/2166 [00:09<?, ?it/s]\n")
+    assert errors(rep) and errors(rep)[0].rule_id == "accelerator-op-not-implemented"
+    # the program's own "WARNING: ..." line with progress after it is still a handled warning
+    from llmtriage.detect.verdict import _rx
+    ctx = next(c for c in verdict_spec()["contexts"] if c["id"] == "logged-as-warning")
+    assert _rx(ctx["evidence"]).search("WARNING: RuntimeError: could not write the cache, continuing")
+    assert not _rx(ctx["evidence"]).search(exc.strip())
+
+
+@pytest.mark.parametrize("fault,rule", [
+    ("Memory access fault by GPU node-2 (Agent handle: 0x55d0c8f1a2b0) on address 0x7ef7cd5fd000. "
+     "Reason: Page not present or supervisor privilege.\nAborted (core dumped)\n", "cuda-illegal-memory-access"),
+    ("jaxlib._jax.XlaRuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted "
+     "prematurely, perhaps due to an on-device check-failure. HLO: fusion.12; HLO computation: main.5_spmd\n",
+     "tpu-core-halted"),
+])
+def test_accelerator_kernel_fault_without_hardware_evidence_is_fix(fault: str, rule: str):
+    """ROCm's wording of an illegal memory access ("Memory access fault by GPU node-N ... Page not present")
+    and a TPU core halted by an on-device check, with no hardware evidence, are kernel or program bugs: fix,
+    like the CUDA wording, not replace-node."""
+    rep = run(TRAIN_HEAD + fault)
+    assert errors(rep)[0].rule_id == rule
+    assert errors(rep)[0].action == "fix" and rep.extra["action"] == "fix", errors(rep)[0].action_reason
+
+
 def test_trainable_params_zero_outside_training_is_info():
     rep = llmtriage.analyze(FIX / "healthy" / "chatglm-cli-demo-trainable-params-zero.log")
     f = next(f for f in rep.findings if f.category == "no-grad")
