@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from llmtriage.detect.capture import capture_shape
 from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
@@ -70,6 +71,7 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         shapes = shape_cues(exc.type, exc.message, [fr.file for fr in exc.frames]) if exc is not None else []
+        shapes += capture_shape(scanner, f.line, f.evidence)    # (raised while CUDA graphs were being captured)
         got = family_of(own, shapes=shapes)
         context = ""
         if got is None or got[0] in barred:   # an opaque headline: the error lines printed just before it (and after)
