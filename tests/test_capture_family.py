@@ -71,3 +71,17 @@ def test_capture_markers_are_re2_safe():
     re2 = pytest.importorskip("re2")
     for k in ("start", "end", "unless"):
         re2.compile(spec[k])
+
+
+def test_a_finished_bar_or_a_named_capture_end_closes_the_capture():
+    v0 = "Capturing CUDA graph shapes: 100%|##########| 31/31 [00:21<00:00,  1.44it/s]"
+    assert _top([v0, *_RAISE]).category == "unknown"
+    draft = ["[2026-07-23 17:03:06 TP0] Capture draft cuda graph begin. This can take up to several minutes.",
+             "[2026-07-23 17:03:13 TP0] Capture draft cuda graph end. Time elapsed: 6.83 s."]
+    assert _top([*draft, *_RAISE]).category == "unknown"
+
+
+def test_a_shape_that_places_the_exception_wins_over_the_capture():
+    sig = _RAISE[:-1] + ["TypeError: Trainer._get_per_token_logps() takes 5 positional arguments but 6 were given"]
+    top = _top(["Capturing CUDA graphs (decode, FULL):   3%|3         | 1/35", *sig])
+    assert top is not None and top.category == "dependency-mismatch"

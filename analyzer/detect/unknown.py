@@ -71,7 +71,6 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         shapes = shape_cues(exc.type, exc.message, [fr.file for fr in exc.frames]) if exc is not None else []
-        shapes += capture_shape(scanner, f.line, f.evidence)    # (raised while CUDA graphs were being captured)
         got = family_of(own, shapes=shapes)
         context = ""
         if got is None or got[0] in barred:   # an opaque headline: the error lines printed just before it (and after)
@@ -79,6 +78,11 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
             got = family_of(own + "\n" + context, shapes=shapes) if context else None
         if got is not None and got[0] in barred:
             got = None
+        capture = capture_shape(scanner, f.line, f.evidence) if got is None else []
+        if capture:   # nothing in its words or shape: when it was raised (while CUDA graphs were captured)
+            shapes = shapes + capture
+            got = family_of(own + "\n" + context, shapes=shapes)
+            got = None if got is not None and got[0] in barred else got
         if got is None:
             near_to = nearest(f.evidence, engine, scores(own + "\n" + context, shapes), near, f.captures.get("type", ""))
             _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
