@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from llmtriage.detect.capture import capture_shape
 from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
@@ -77,6 +78,11 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
             got = family_of(own + "\n" + context, shapes=shapes) if context else None
         if got is not None and got[0] in barred:
             got = None
+        capture = capture_shape(scanner, f.line, f.evidence) if got is None else []
+        if capture:   # nothing in its words or shape: when it was raised (while CUDA graphs were captured)
+            shapes = shapes + capture
+            got = family_of(own + "\n" + context, shapes=shapes)
+            got = None if got is not None and got[0] in barred else got
         if got is None:
             near_to = nearest(f.evidence, engine, scores(own + "\n" + context, shapes), near, f.captures.get("type", ""))
             _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
