@@ -318,6 +318,31 @@ def test_native_crash_right_after_a_recognised_error_of_the_same_process_is_its_
         "context") != "crash-after-cause"
 
 
+def test_a_bare_abort_right_after_a_warning_cause_makes_that_warning_the_root_cause():
+    """cuDNN under WSL2 prints why it cannot go on (the driver library is not on the loader path) and
+    calls abort(): the warning-level signature explains the death and becomes the error; the bare
+    "Aborted" ranks as its symptom. Far from the abort, or in another process, the warning stays a warning."""
+    why = "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: No such file or directory\n"
+    rep = run(TRAIN_HEAD + why + "Aborted\n")
+    top = errors(rep)[0]
+    assert top.rule_id == "no-cuda-gpu-detected" and top.judgement["context"] == "explains-death"
+    assert next(f for f in rep.findings if f.rule_id == "process-aborted").role == "symptom"
+    filler = "".join(f"step {i}: loss 1.{i:02d}\n" for i in range(12))
+    far = run(TRAIN_HEAD + why + filler + "Aborted\n")
+    assert next(f for f in far.findings if f.rule_id == "no-cuda-gpu-detected").severity == "warning"
+    other = run(TRAIN_HEAD + "[rank1]: " + why + "[rank3]: Aborted\n")
+    assert next(f for f in other.findings if f.rule_id == "no-cuda-gpu-detected").severity == "warning"
+
+
+def test_a_notebook_front_end_reporting_the_kernel_process_died_is_the_death():
+    """VS Code's Jupyter log says the kernel process died (an abort, the OOM killer): the run crashed, even
+    when the process printed no traceback; a cell that completed normally is no death."""
+    died = run(TRAIN_HEAD + "14:02:20.114 [error] Disposing session as kernel process died ExitCode: 3, Reason: \n")
+    assert died.extra["status"] == "crashed" and errors(died)[0].rule_id == "notebook-kernel-died"
+    fine = run(TRAIN_HEAD + "14:02:20.240 [info] End cell 6 execution after 8.338s, completed @ 1648648940238\n")
+    assert fine.extra["status"] != "crashed" and not errors(fine)
+
+
 def test_unknown_still_wins_when_nothing_recognised_explains_it():
     rep = run(TRAIN_HEAD + "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
               "ValueError: reward function returned a list of length 3, expected 8\n")

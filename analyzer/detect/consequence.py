@@ -35,3 +35,32 @@ def crash_after_cause(findings: list[Finding], spec: Optional[dict[str, Any]], l
             f.role, f.priority = "symptom", 0
             f.judgement = {"context": "crash-after-cause", "severity_was": "error",
                            "reason": tr(spec["reason"], lang, line=cause.line)}
+
+
+def death_after_warning_cause(findings: list[Finding], spec: Optional[dict[str, Any]], explains: set[str],
+                              reason: Any, lang: Optional[str]) -> None:
+    """A bare native death that names no reason (`spec["wrappers"]`: "Aborted", a segfault line) printed
+    at most `spec["window"]` lines after a warning-level cause whose category explains deaths, with no
+    error cause of its own before it: the library printed why and gave up (cuDNN's "Could not load
+    library ... Error: libcuda.so: cannot open shared object file", then abort()). The warning is the
+    root cause, promoted to error; the wrapper ranks as its symptom."""
+    if not spec:
+        return
+    wrappers, window = set(spec["wrappers"]), int(spec["window"])
+    for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.judgement is None]:
+        if any(g is not w and g.severity == "error" and g.role == "cause" and g.judgement is None
+               and g.rule_id not in wrappers and g.line <= w.line and _same_process(w, g) for g in findings):
+            continue        # an error of its own explains the death (crash_after_cause, the ranking)
+        before = [g for g in findings if g.severity == "warning" and g.role == "cause" and g.judgement is None
+                  and g.category in explains and g.line < w.line
+                  and 0 < w.line - (g.last_line or g.line) <= window and _same_process(w, g)]
+        if not before:
+            continue
+        cause = max(before, key=lambda g: (g.last_line or g.line, g.priority))
+        cause.judgement = {"context": "explains-death", "severity_was": "warning",
+                           "reason": tr(reason, lang, line=w.line)}
+        cause.severity = "error"
+        if w.role == "cause":
+            w.judgement = {"context": "crash-after-cause", "severity_was": "error",
+                           "reason": tr(spec["reason"], lang, line=cause.line)}
+        w.role, w.priority = "symptom", 0
