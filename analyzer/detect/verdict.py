@@ -163,7 +163,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
         return False
-    if ctx.get("handled_before") and not handled_before(f.line, scanner, verdict_spec(), death_line or 0):
+    if ctx.get("handled_before") and not handled_before(f.line, scanner, verdict_spec(), death_line or 0,
+                                                         ctx["handled_before"]):
         return False
     if ctx.get("steps_after") and scanner.steps_after(f.last_line or f.line) < int(ctx["steps_after"]):
         return False
