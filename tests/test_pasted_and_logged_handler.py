@@ -71,3 +71,54 @@ def test_traceback_without_a_handler_message_is_still_a_death():
     rep = llmtriage.analyze(HANDLED.split("\n", 1)[1] + PROGRESS)
     assert rep.extra["status"] == "crashed"
     assert _errors(rep)
+
+
+# xformers on Windows probes triton and logs the ModuleNotFoundError traceback under its own notice
+TRITON_PROBE = (
+    "A matching Triton is not available, some optimizations will not be enabled\n"
+    "Traceback (most recent call last):\n"
+    '  File "C:\\\\venv\\\\lib\\\\site-packages\\\\xformers\\\\__init__.py", line 55, in _is_triton_available\n'
+    "    from xformers.triton.softmax import softmax as triton_softmax  # noqa\n"
+    "ModuleNotFoundError: No module named 'triton'\n"
+)
+STEPS = "".join(f"steps:  {i}%|##        | {i * 10}/1000 [00:{i:02d}<10:00,  1.60it/s, avr_loss=0.11]\n" for i in range(1, 6))
+
+
+def test_optional_feature_notice_above_a_traceback_with_progress_is_no_failure():
+    rep = llmtriage.analyze(TRITON_PROBE + "running training\n" + STEPS)
+    assert rep.extra["status"] == "running"
+    assert not _errors(rep)
+    mod = next(f for f in rep.findings if f.rule_id == "python-module-not-found")
+    assert mod.judgement and mod.judgement["context"] == "handled-before-traceback"
+
+
+def test_optional_feature_notice_then_a_later_crash_names_the_later_crash():
+    later = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 9, in <module>\n'
+        "    from sentencepiece import sentencepiece_model_pb2\n"
+        "ImportError: cannot import name 'builder' from 'google.protobuf.internal' (/v/google/protobuf/internal/__init__.py)\n"
+    )
+    rep = llmtriage.analyze(TRITON_PROBE + "loading settings\n" + later)
+    assert rep.extra["status"] == "crashed"
+    assert "builder" in rep.extra["death"]["evidence"]
+    assert _errors(rep)[0].category == "dependency-mismatch"
+
+
+def test_the_probe_traceback_alone_at_the_end_is_still_a_death():
+    rep = llmtriage.analyze(TRITON_PROBE)
+    assert rep.extra["status"] == "crashed"
+    assert _errors(rep)[0].category == "missing-dependency"
+
+
+def test_a_handler_notice_heads_only_its_own_traceback():
+    """The notice above the first traceback does not cover a second traceback that begins after it."""
+    second = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 3, in <module>\n'
+        "    from huggingface_hub import cached_download\n"
+        "ImportError: cannot import name 'cached_download' from 'huggingface_hub' (/v/huggingface_hub/__init__.py)\n"
+    )
+    rep = llmtriage.analyze(TRITON_PROBE + second + "+ echo done\n")
+    top = _errors(rep)[0]
+    assert top.category == "dependency-mismatch" and top.judgement is None

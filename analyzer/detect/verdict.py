@@ -88,7 +88,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
                    and not _resumed_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again
-                   and not (d[1] == "exception" and (echo_handled(d[0], scanner) or handled_before(d[0], scanner, spec))))
+                   and not (d[1] == "exception" and (echo_handled(d[0], scanner) or handled_before(d[0], scanner, spec, last_death))))
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text}
@@ -162,6 +162,9 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
     if any(s not in scanner.seen for s in ctx.get("seen", ())):
         return False
     if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
+        return False
+    if ctx.get("handled_before") and not handled_before(f.line, scanner, verdict_spec(), death_line or 0,
+                                                         ctx["handled_before"]):
         return False
     if ctx.get("steps_after") and scanner.steps_after(f.last_line or f.line) < int(ctx["steps_after"]):
         return False
