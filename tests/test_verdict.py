@@ -334,6 +334,21 @@ def test_a_bare_abort_right_after_a_warning_cause_makes_that_warning_the_root_ca
     assert next(f for f in other.findings if f.rule_id == "no-cuda-gpu-detected").severity == "warning"
 
 
+def test_a_cpp_terminate_whose_what_line_names_a_warning_level_cause_yields_to_it():
+    """An uncaught c10::Error prints its message on the "what():" line below the terminate line: a warning-level
+    signature there (the ROCm build finding no GPU) is the cause of the abort; the terminate is its symptom.
+    A signature printed several lines below the terminate line is not its message."""
+    term = "terminate called after throwing an instance of 'c10::Error'\n"
+    why = "  what():  HIP error: no ROCm-capable device is detected\n"
+    rep = run(TRAIN_HEAD + term + why + "Aborted (core dumped)\n")
+    top = errors(rep)[0]
+    assert top.rule_id == "no-cuda-gpu-detected" and top.judgement["context"] == "explains-death"
+    assert next(f for f in rep.findings if f.rule_id == "cpp-terminate-uncaught").role == "symptom"
+    far = run(TRAIN_HEAD + term + "  what():  unknown error\n" + "".join(f"frame #{i}: 0x7f00 in libc10.so\n" for i in range(6))
+              + "no CUDA-capable device is detected\n")
+    assert errors(far)[0].rule_id == "cpp-terminate-uncaught"
+
+
 def test_a_notebook_front_end_reporting_the_kernel_process_died_is_the_death():
     """VS Code's Jupyter log says the kernel process died (an abort, the OOM killer): the run crashed, even
     when the process printed no traceback; a cell that completed normally is no death."""

@@ -43,24 +43,29 @@ def death_after_warning_cause(findings: list[Finding], spec: Optional[dict[str, 
     at most `spec["window"]` lines after a warning-level cause whose category explains deaths, with no
     error cause of its own before it: the library printed why and gave up (cuDNN's "Could not load
     library ... Error: libcuda.so: cannot open shared object file", then abort()). The warning is the
-    root cause, promoted to error; the wrapper ranks as its symptom."""
+    root cause, promoted to error; the wrapper ranks as its symptom. A wrapper in `spec["message_after"]`
+    prints its reason below it instead (terminate's "what():" line): the warning-level cause there."""
     if not spec:
         return
     wrappers, window = set(spec["wrappers"]), int(spec["window"])
+    # a wrapper whose message follows it (terminate's "what():" line): the warning-level cause printed there
+    after = {str(k): int(v) for k, v in (spec.get("message_after") or {}).items()}
+    wrappers |= set(after)
     for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.judgement is None]:
         if any(g is not w and g.severity == "error" and g.role == "cause" and g.judgement is None
                and g.rule_id not in wrappers and g.line <= w.line and _same_process(w, g) for g in findings):
             continue        # an error of its own explains the death (crash_after_cause, the ranking)
         before = [g for g in findings if g.severity == "warning" and g.role == "cause" and g.judgement is None
-                  and g.category in explains and g.line < w.line
-                  and 0 < w.line - (g.last_line or g.line) <= window and _same_process(w, g)]
+                  and g.category in explains
+                  and (0 < w.line - (g.last_line or g.line) <= window if w.rule_id not in after
+                       else 0 < g.line - w.line <= after[w.rule_id]) and _same_process(w, g)]
         if not before:
             continue
         cause = max(before, key=lambda g: (g.last_line or g.line, g.priority))
         cause.judgement = {"context": "explains-death", "severity_was": "warning",
-                           "reason": tr(reason, lang, line=w.line)}
+                           "reason": tr(spec["cause_reason_after"] if w.rule_id in after else reason, lang, line=w.line)}
         cause.severity = "error"
         if w.role == "cause":
             w.judgement = {"context": "crash-after-cause", "severity_was": "error",
-                           "reason": tr(spec["reason"], lang, line=cause.line)}
+                           "reason": tr(spec["reason_after" if w.rule_id in after else "reason"], lang, line=cause.line)}
         w.role, w.priority = "symptom", 0
