@@ -49,7 +49,7 @@ _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?:
 # a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
 # `[1600/16000]\t[L1: 35.2015]\t30.1+480.3s` (model time + data time of the interval), or a user's timer fields
 # `data 10.8s | fwd+bwd 0.41s` (`compute`, `model`, `train`, `gpu`, `fwd_bwd` name the compute part, either order)
-_EDSR = re.compile(rb"^\s*\[[0-9]+/[0-9]+\][ \t]+\[[^\]]*\][ \t]+([0-9]+(?:\.[0-9]+)?)\+([0-9]+(?:\.[0-9]+)?)s\s*$")
+_EDSR = re.compile(rb"(?:^|\s)\[[0-9]+/[0-9]+\][ \t]+\[[^\]]*\][ \t]+([0-9]+(?:\.[0-9]+)?)\+([0-9]+(?:\.[0-9]+)?)s\s*$")
 _SPLIT_DATA = re.compile(rb"\bdata(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gpu)(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
