@@ -388,6 +388,6 @@ def test_a_backend_graph_compiler_failure_is_a_compile_error():
     text = ("Traceback (most recent call last):\n"
             '  File "/app/serve.py", line 9, in <module>\n'
             "    engine.warmup()\n"
-            "RuntimeError: Graph compile failed. synStatus=synStatus 26 [Generic failure].\n")
+            "RuntimeError: Graph compile failed for the device backend (status 26).\n")
     _, f = _top(text)
     assert f is not None and f.rule_id == "unknown" and f.category == "compile-error"
