@@ -17,16 +17,6 @@ from typing import Any
 
 from llmtriage.detect.spec import verdict_spec
 
-_RX: dict[str, "re.Pattern[bytes]"] = {}
-
-
-def _rx(key: str, pattern: str) -> "re.Pattern[bytes]":
-    got = _RX.get(key)
-    if got is None or got.pattern != pattern.encode():
-        got = _RX[key] = re.compile(pattern.encode(), re.IGNORECASE)   # our own data: stdlib re
-    return got
-
-
 def capture_shape(scanner: Any, line: int, message: str) -> list[tuple[str, int, str]]:
     """[(family, weight, name)] when line `line` (1-based) follows a capture-start line within
     `window` lines with no capture-end line after it, and `message` names no other failure; else []."""
@@ -35,7 +25,8 @@ def capture_shape(scanner: Any, line: int, message: str) -> list[tuple[str, int,
         return []
     if spec.get("unless") and re.search(spec["unless"], message or "", re.IGNORECASE):
         return []
-    start, end = _rx("start", spec["start"]), _rx("end", spec["end"])
+    # our own data (rules/verdict.yaml): stdlib re, whose cache keeps the compiled patterns between calls
+    start, end = re.compile(spec["start"].encode(), re.IGNORECASE), re.compile(spec["end"].encode(), re.IGNORECASE)
     capturing = False
     for n, raw in scanner.rows(max(0, line - int(spec["window"]))):
         if n >= line:

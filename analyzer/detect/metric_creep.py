@@ -16,17 +16,11 @@ already names.
 """
 from __future__ import annotations
 
-from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import MetricTracker, finite
 
 WINDOWS = 5
 LOSS_FACTOR = 2.0
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def loss_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:

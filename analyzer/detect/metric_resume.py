@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from llmtriage.detect.metric_detect import Anomaly, fmt
+from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import MetricTracker, finite
 
 WINDOW = 5
@@ -47,12 +47,6 @@ class ResumeMarks:
             if len(raw) < 4096 and _MARK.search(raw):
                 if not self.lines or line_base + i - self.lines[-1] > 20:    # one resume prints several
                     self.lines.append(line_base + i)
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def _jumps_ahead(before: list, after: list) -> bool:
