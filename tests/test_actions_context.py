@@ -72,3 +72,24 @@ def test_device_plugin_missing_a_torch_symbol_is_a_version_pairing():
     # the same plugin missing a symbol of its vendor SDK stays with the CUDA/SDK build rule
     atb = npu.replace("_ZN5torch10ValueErrorC1EPKcz", "MsprofSysCycleTime")
     assert [f for f in llmtriage.analyze(atb).findings if f.severity == "error"][0].category == "cuda-version-mismatch"
+
+
+def test_a_ray_actor_temporarily_unavailable_is_retry_but_a_dead_actor_is_not():
+    unavailable = (
+        "Traceback (most recent call last):\n"
+        '  File "/root/slime/slime/ray/rollout.py", line 71, in init\n'
+        "    ray.get(init_handles)\n"
+        "ray.exceptions.ActorUnavailableError: The actor 3c0a94e2b1f75d6e0c19e88f02000000 is unavailable: The actor is "
+        "temporarily unavailable: RpcError: RPC Error message: Socket closed; RPC Error details: . The task may or may "
+        "not have been executed on the actor.\n"
+    )
+    act, reason = action(unavailable)
+    assert act == "retry" and "temporarily unavailable" in reason
+    died = (
+        "Traceback (most recent call last):\n"
+        '  File "/root/slime/slime/ray/rollout.py", line 71, in init\n'
+        "    ray.get(init_handles)\n"
+        "ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, "
+        "ray::SGLangEngine.__init__() (pid=61840, ip=10.20.0.5)\n"
+    )
+    assert action(died)[0] != "retry" or "temporarily unavailable" not in action(died)[1]

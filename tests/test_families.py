@@ -391,3 +391,24 @@ def test_a_backend_graph_compiler_failure_is_a_compile_error():
             "RuntimeError: Graph compile failed for the device backend (status 26).\n")
     _, f = _top(text)
     assert f is not None and f.rule_id == "unknown" and f.category == "compile-error"
+
+
+def test_a_syscall_the_container_refuses_is_not_a_storage_error():
+    """torch's CUDA IPC for expandable segments duplicates the sender's fd with pidfd_open / pidfd_getfd;
+    a container whose seccomp / ptrace policy refuses it says "Operation not permitted", which is a
+    process permission, not storage I/O: the death stays unknown rather than filesystem-error."""
+    from llmtriage.detect.family import shape_cues
+    files = ["/py/site-packages/torch/multiprocessing/reductions.py", "/py/site-packages/torch/storage.py"]
+    assert [(s[0], s[1]) for s in shape_cues("RuntimeError", "pidfd_open:Operation not permitted", files)] == [("filesystem-error", -3)]
+    assert [(s[0], s[1]) for s in shape_cues("RuntimeError", "pidfd_getfd: Operation not permitted", files)] == [("filesystem-error", -3)]
+    _, f = _top(_crash("RuntimeError: pidfd_getfd: Operation not permitted"))
+    assert f is not None and (f.rule_id, f.category) == ("unknown", "unknown")
+    # the same words about a file are still the storage family
+    _, f = _top(_crash("PermissionError: [Errno 1] Operation not permitted: '/mnt/nfs/ckpt/latest'"))
+    assert f is not None and f.category == "filesystem-error"
+
+
+def test_a_bare_assert_in_megatrons_lr_scheduler_is_a_config_shape():
+    from llmtriage.detect.family import shape_cues
+    files = ["/root/Megatron-LM/megatron/core/optimizer_param_scheduler.py", "/root/slime/slime/backends/megatron_utils/model.py"]
+    assert [(s[0], s[1]) for s in shape_cues("AssertionError", "", files)] == [("deepspeed-config", 3)]

@@ -183,6 +183,7 @@ def test_a_background_threads_traceback_is_read_the_same_in_a_crlf_log():
     "2024-05-01 10:00:00 mindcv.train INFO - Finish training!",
     "Figure saved: ppo_output/training_reward.png",
     "[INFO|2024-05-01 10:00:00] llamafactory.train.sft.trainer:98 >> Saving prediction results to out/generated_predictions.jsonl",
+    "Job 'raysubmit_7Ld2PpQkZ8xW1cRe' succeeded",
 ])
 def test_finish_lines_of_other_launchers_and_frameworks(line):
     rep = llmtriage.analyze("step 10 loss 1.2\nstep 20 loss 1.1\n" + line + "\n")
@@ -320,3 +321,10 @@ def test_a_model_reported_missing_then_trained_with_is_not_the_failure():
     rep = _rep(line + "Traceback (most recent call last):\n  File \"/app/x.py\", line 3, in <module>\n"
                "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://modelscope.cn/api/v1/models/x\n")
     assert any(f.rule_id == "hf-invalid-model-id" and f.severity == "error" for f in rep.findings)
+
+
+def test_ray_job_submit_reports_a_failed_job_as_no_finish():
+    """`ray job submit` ends with the job's status: "succeeded" is the end of the run, "failed" is not."""
+    head = "step 10 loss 1.2\nstep 20 loss 1.1\n-------------------------------------------\n"
+    assert llmtriage.analyze(head + "Job 'raysubmit_Vq3kH7bS1mPzL2xw' failed\n").extra["status"] != "finished"
+    assert llmtriage.analyze(head + "Job 'raysubmit_Vq3kH7bS1mPzL2xw' succeeded\n").extra["status"] == "finished"
