@@ -391,3 +391,22 @@ def test_a_backend_graph_compiler_failure_is_a_compile_error():
             "RuntimeError: Graph compile failed for the device backend (status 26).\n")
     _, f = _top(text)
     assert f is not None and f.rule_id == "unknown" and f.category == "compile-error"
+
+
+def test_a_network_error_to_a_local_service_is_not_the_hub():
+    # a code sandbox / reward server on this machine timed out under load: that service, not the model hub
+    local = "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=12345): Read timed out. (read timeout=30)"
+    _, top = _top(_raised_in(local, "/home/u/SimpleTIR/recipe/simpletir/agent_utils.py"))
+    assert top.rule_id == "unknown" and top.category == "unknown"
+    # ... and one on the cluster's private network (a reward server on another node)
+    lan = "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='10.18.3.44', port=5000): Read timed out. (read timeout=60)"
+    _, top = _top(_raised_in(lan, "/app/rm_client.py"))
+    assert top.category == "unknown"
+    # the same read timeout from the hub's own host stays in the hub family
+    hub = "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='cdn-lfs.hf.co', port=443): Read timed out. (read timeout=10)"
+    _, top = _top(_raised_in(hub, "/app/download.py"))
+    assert top.category == "hub-unreachable"
+    from llmtriage.detect.family import shape_cues
+    # a mirror on a private address named by its hub path keeps its hub words
+    assert not shape_cues("ConnectionError", "HTTPConnectionPool(host='10.0.0.5', port=8080): Max retries exceeded with url: "
+                          "/api/models/Qwen/Qwen2.5-7B/revision/main", [])
