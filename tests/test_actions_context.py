@@ -72,3 +72,21 @@ def test_device_plugin_missing_a_torch_symbol_is_a_version_pairing():
     # the same plugin missing a symbol of its vendor SDK stays with the CUDA/SDK build rule
     atb = npu.replace("_ZN5torch10ValueErrorC1EPKcz", "MsprofSysCycleTime")
     assert [f for f in llmtriage.analyze(atb).findings if f.severity == "error"][0].category == "cuda-version-mismatch"
+
+
+ZMQ_BIND = ("Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/zmq/sugar/socket.py", line 311, in bind\n'
+            "    super().bind(addr)\n"
+            "zmq.error.ZMQError: Address already in use (addr='tcp://*:5559')\n")
+
+
+def test_a_fixed_zmq_endpoint_bound_by_every_tp_rank_is_fix():
+    server = 'INFO dynamo.sglang.main: Starting prefill worker: model=/models/m tp=2 kv_events_config={"endpoint": "tcp://*:5559"}\n'
+    act, reason = action(server + ZMQ_BIND)
+    assert act == "fix" and "rank" in reason
+    assert action("vllm serve /models/m --tensor-parallel-size 4\n" + ZMQ_BIND)[0] == "fix"
+
+
+def test_a_zmq_bind_clash_without_tp_ranks_stays_retry():
+    # one process, one bind: a leftover server from an earlier run held the port
+    assert action("INFO Starting worker: model=/models/m tp=1\n" + ZMQ_BIND)[0] == "retry"
