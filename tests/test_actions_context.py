@@ -93,3 +93,21 @@ def test_a_ray_actor_temporarily_unavailable_is_retry_but_a_dead_actor_is_not():
         "ray::SGLangEngine.__init__() (pid=61840, ip=10.20.0.5)\n"
     )
     assert action(died)[0] != "retry" or "temporarily unavailable" not in action(died)[1]
+
+
+ZMQ_BIND = ("Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/zmq/sugar/socket.py", line 311, in bind\n'
+            "    super().bind(addr)\n"
+            "zmq.error.ZMQError: Address already in use (addr='tcp://*:5559')\n")
+
+
+def test_a_fixed_zmq_endpoint_bound_by_every_tp_rank_is_fix():
+    server = 'INFO dynamo.sglang.main: Starting prefill worker: model=/models/m tp=2 kv_events_config={"endpoint": "tcp://*:5559"}\n'
+    act, reason = action(server + ZMQ_BIND)
+    assert act == "fix" and "rank" in reason
+    assert action("vllm serve /models/m --tensor-parallel-size 4\n" + ZMQ_BIND)[0] == "fix"
+
+
+def test_a_zmq_bind_clash_without_tp_ranks_stays_retry():
+    # one process, one bind: a leftover server from an earlier run held the port
+    assert action("INFO Starting worker: model=/models/m tp=1\n" + ZMQ_BIND)[0] == "retry"

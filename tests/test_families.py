@@ -412,3 +412,22 @@ def test_a_bare_assert_in_megatrons_lr_scheduler_is_a_config_shape():
     from llmtriage.detect.family import shape_cues
     files = ["/root/Megatron-LM/megatron/core/optimizer_param_scheduler.py", "/root/slime/slime/backends/megatron_utils/model.py"]
     assert [(s[0], s[1]) for s in shape_cues("AssertionError", "", files)] == [("deepspeed-config", 3)]
+
+
+def test_a_network_error_to_a_local_service_is_not_the_hub():
+    # a code sandbox / reward server on this machine timed out under load: that service, not the model hub
+    local = "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=12345): Read timed out. (read timeout=30)"
+    _, top = _top(_raised_in(local, "/home/u/SimpleTIR/recipe/simpletir/agent_utils.py"))
+    assert top.rule_id == "unknown" and top.category == "unknown"
+    # ... and one on the cluster's private network (a reward server on another node)
+    lan = "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='10.18.3.44', port=5000): Read timed out. (read timeout=60)"
+    _, top = _top(_raised_in(lan, "/app/rm_client.py"))
+    assert top.category == "unknown"
+    # the same read timeout from the hub's own host stays in the hub family
+    hub = "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='cdn-lfs.hf.co', port=443): Read timed out. (read timeout=10)"
+    _, top = _top(_raised_in(hub, "/app/download.py"))
+    assert top.category == "hub-unreachable"
+    from llmtriage.detect.family import shape_cues
+    # a mirror on a private address named by its hub path keeps its hub words
+    assert not shape_cues("ConnectionError", "HTTPConnectionPool(host='10.0.0.5', port=8080): Max retries exceeded with url: "
+                          "/api/models/Qwen/Qwen2.5-7B/revision/main", [])
