@@ -81,6 +81,20 @@ def test_a_plain_saving_model_line_and_a_full_state_dict_gather_are_a_checkpoint
         assert rep.extra["action"] == "fix", rep.extra.get("action_reason")
 
 
+def test_a_collective_timeout_while_one_rank_evaluates_a_checkpoint_is_fix(engine):
+    """A script's own lower-case eval line ("evaluating checkpoint X on rank 0") is the evaluation phase; a
+    collective that times out behind it is the evaluation's (rank 0 alone outlasting the timeout): fix."""
+    text = ("{ Epoch:[  4/ 20], step:[ 4720/ 4720], loss: 1.1290, per_step_time: 1109ms\n"
+            "Epoch 4 finished, evaluating checkpoint ./output/ckpt/rank_0/net-4_4720.ckpt on rank 0\n"
+            "EE9999 The error from device(chipId:3, dieId:0), serial number is 1, event wait timeout occurred during "
+            "task execution, stream_id:122, sq_id:122, task_id:790, event_id=73, timeout=1980.\n"
+            "RuntimeError: Sync stream failed:Ascend_0\n")
+    rep = scan_source(engine, text)
+    assert rep.extra["phase"] == "evaluation"
+    assert rep.findings[0].category == "nccl-timeout"
+    assert rep.extra["action"] == "fix", rep.extra.get("action_reason")
+
+
 def test_bar_labels():
     assert classify_bar("Loading checkpoint shards") == "model-loading"
     assert classify_bar("Map (num_proc=8)") == "data-loading"

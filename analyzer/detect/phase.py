@@ -47,7 +47,8 @@ _MARKERS: list[tuple[str, bytes]] = [
     ("training", rb"\*\*\*\*\* Running training \*\*\*\*\*|Total optimization steps|Start(?:ing)? training|Training started|"
                  rb"training \.\.\.|Epoch [0-9]+/[0-9]+|'eval_loss'|\"eval_loss\"|Begin training|Beginning training"),
     ("evaluation", rb"\*\*\*\*\* Running Evaluation \*\*\*\*\*|\*\*\*\*\* Running Prediction|Running evaluation|Evaluating|"
-                   rb"Validation DataLoader|validation loop|Validating:|Testing DataLoader|evaluate\(\)"),
+                   rb"Validation DataLoader|validation loop|Validating:|Testing DataLoader|evaluate\(\)|"
+                   rb"evaluating (?:the )?(?:saved )?(?:checkpoint|ckpt|model) "),
     ("checkpoint-save", rb"Saving model checkpoint|Saving checkpoint|[Ss]aving (?:the )?model(?: to| in| \.\.\.)|Model weights saved|"
                         rb"Configuration saved in|save_pretrained|Saving [A-Za-z ]*state|checkpoint saved|saving checkpoint|"
                         rb"Saving optimizer|torch\.save|Saving to |[Ss]napshot\(step=[0-9]|writing (?:checkpoint|partials|shards) to |"
