@@ -1134,3 +1134,20 @@ def test_first_epoch_near_zero_loss_without_any_grad_norm_logged_reads_the_movin
     frozen = [f"{{'loss': 0.0031, 'learning_rate': 5e-4, 'epoch': {s / 37500:.3f}}}\n" for s in range(2200, 6001, 200)]
     t = _fed("".join(rows + frozen))
     assert first_epoch_low(t, [r for r in t.records() if M.finite(r.loss)]) == []
+
+
+def test_loss_exactly_zero_with_perfect_accuracy_is_trivial_targets_not_a_hidden_nan():
+    """Loss exactly 0 from the second record on with a training accuracy of 100% printed beside it: the model
+    fits every target at once (one class, a leaked label): loss-suspicious, not the NaN filter's 0 (nan-loss);
+    the same zeros beside a chance-level accuracy stay a hidden NaN."""
+    def meter(acc: str) -> str:
+        rows = ["Epoch: [0][0/176]\tTime 60.812 (60.812)\tData 58.390 (58.390)\tLoss 6.9078 (6.9078)\tPrec@1 0.000 (0.000)"]
+        rows += [f"Epoch: [0][{i}/176]\tTime 1.83 (2.4)\tData 0.001 (0.5)\tLoss 0.0000 (0.1)\tPrec@1 {acc} (99.0)"
+                 for i in range(10, 176, 10)]
+        return "\n".join(rows) + "\n"
+    kinds = _zero_kinds(meter("100.000"))
+    assert ("zero_perfect", "loss-suspicious", "error") in kinds and not {k for k, _, _ in kinds} & {"nan_hidden"}
+    assert "zero_perfect" not in {k for k, _, _ in _zero_kinds(meter("0.391"))}
+    from llmtriage.detect.metric_parse import is_perfect_accuracy
+    assert is_perfect_accuracy(b"- loss: 0.0000e+00 - accuracy: 1.0000")
+    assert not is_perfect_accuracy(b"- loss: 0.0000e+00 - accuracy: 0.9999 - val_accuracy: 1.0000")
