@@ -249,6 +249,8 @@ class Record:
     flat_reward: bool = False  # ... whose group rewards have no spread (reward_std 0 / frac_reward_zero_std 1):
                                # every advantage is 0, so a zero gradient on it is explained
     perfect: bool = False      # the same line prints a training accuracy of 100% (`Prec@1 100.000`, `acc: 1.0000`)
+    rounded: bool = False      # a loss of 0 printed with fixed decimals (`train_loss_step=0.000`): below the
+                               # display's precision, not an exact 0 (as `_BELOW_PRECISION` for a learning rate)
 
     @property
     def at(self) -> str:
@@ -282,6 +284,16 @@ def is_flat_reward(text: bytes) -> bool:
 # an accuracy of 100% on a metric line: `Prec@1 100.000 (99.4)`, `Acc@1 100.00`, `acc: 1.0000`,
 # `'accuracy': 1.0`, `train_acc=100.0` (the first accuracy field of the line: the batch's own, not an average)
 _PERFECT_ACC = re.compile(rb"""(?i)(?<![\w/])(?:prec@1|acc@1|top-?1|(?:train_|mean_token_)?acc(?:uracy)?)['"]?\s*[:=]?\s*['"]?(?:100(?:\.0*)?|1\.0*|1)(?![\d.])""")
+
+
+# a loss field printed as 0 with two or more fixed decimals (`loss=0.000`, `Loss 0.0000 (0.0012)`), not `0.0` / `0e+00`
+_ROUNDED_LOSS = re.compile(rb"""(?i)loss[\w/]*['"]?\s*[=:]?\s*['"]?0\.000*(?![\d.eE])""")
+
+
+def is_rounded_zero_loss(text: bytes) -> bool:
+    """Whether a metric line prints its loss as 0 with fixed decimals (below the display's precision)."""
+    m = _ROUNDED_LOSS.search(text)
+    return m is not None and m.group(0).endswith(b"00")
 
 
 def is_perfect_accuracy(text: bytes) -> bool:
