@@ -1134,3 +1134,37 @@ def test_first_epoch_near_zero_loss_without_any_grad_norm_logged_reads_the_movin
     frozen = [f"{{'loss': 0.0031, 'learning_rate': 5e-4, 'epoch': {s / 37500:.3f}}}\n" for s in range(2200, 6001, 200)]
     t = _fed("".join(rows + frozen))
     assert first_epoch_low(t, [r for r in t.records() if M.finite(r.loss)]) == []
+
+
+def test_loss_exactly_zero_with_perfect_accuracy_is_trivial_targets_not_a_hidden_nan():
+    """Loss exactly 0 from the second record on with a training accuracy of 100% printed beside it: the model
+    fits every target at once (one class, a leaked label): loss-suspicious, not the NaN filter's 0 (nan-loss);
+    the same zeros beside a chance-level accuracy stay a hidden NaN."""
+    def meter(acc: str) -> str:
+        rows = ["Epoch: [0][0/176]\tTime 60.812 (60.812)\tData 58.390 (58.390)\tLoss 6.9078 (6.9078)\tPrec@1 0.000 (0.000)"]
+        rows += [f"Epoch: [0][{i}/176]\tTime 1.83 (2.4)\tData 0.001 (0.5)\tLoss 0.0000 (0.1)\tPrec@1 {acc} (99.0)"
+                 for i in range(10, 176, 10)]
+        return "\n".join(rows) + "\n"
+    kinds = _zero_kinds(meter("100.000"))
+    assert ("zero_perfect", "loss-suspicious", "error") in kinds and not {k for k, _, _ in kinds} & {"nan_hidden"}
+    assert "zero_perfect" not in {k for k, _, _ in _zero_kinds(meter("0.391"))}
+    from llmtriage.detect.metric_parse import is_perfect_accuracy
+    assert is_perfect_accuracy(b"- loss: 0.0000e+00 - accuracy: 1.0000")
+    assert not is_perfect_accuracy(b"- loss: 0.0000e+00 - accuracy: 0.9999 - val_accuracy: 1.0000")
+
+
+def test_loss_printed_below_precision_after_a_real_level_is_a_drop_not_an_exact_zero():
+    """A loss printed as 0.000 (fixed decimals, below the display's precision) on every record right after
+    0.055, no grad_norm logged: it fell orders of magnitude in one interval (loss-suspicious), not an exact 0
+    that counts no label token; the same run printing an exact 0.0 stays metric-flat-loss (no-grad)."""
+    def bar(zero: str) -> str:
+        rows = [f"Epoch 1:  {k * 5}%| | {k * 260}/5185 [00:54<17:14, 4.76it/s, v_num=3, train_loss_step={0.09 - k * 0.004:.4f}]"
+                for k in range(1, 8)]
+        rows += [f"Epoch 1:  {40 + k}%| | {2000 + k * 100}/5185 [07:00<11:14, 4.76it/s, v_num=3, train_loss_step={zero}]"
+                 for k in range(12)]
+        return "\n".join(rows) + "\n"
+    kinds = {(a.kind, a.category, a.severity) for a in D.detect(_tracker(bar("0.000")))}
+    assert ("zero_rounded", "loss-suspicious", "error") in kinds
+    assert "zero_rounded" not in {a.kind for a in D.detect(_tracker(bar("0.0")))}
+    from llmtriage.detect.metric_parse import is_rounded_zero_loss
+    assert is_rounded_zero_loss(b"Loss 0.0000 (0.0392)") and not is_rounded_zero_loss(b"- loss: 0.0000e+00 - accuracy: 1.0")

@@ -13,7 +13,7 @@ from llmtriage.detect.metric_eval import eval_frozen
 from llmtriage.detect.metric_leak import first_epoch_low
 from llmtriage.detect.metric_memorise import memorised
 from llmtriage.detect.metric_parse import Record
-from llmtriage.detect.metric_zero import nan_hidden
+from llmtriage.detect.metric_zero import nan_hidden, rounded_zero
 from llmtriage.detect.metrics import MetricTracker, finite
 
 __all__ = ["Anomaly", "fmt", "RULE_IDS", "PRIORITY", "detect"]
@@ -32,7 +32,8 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "step_untimed": "metric-step-time-untimed", "first_epoch_low": "metric-loss-near-zero-first-epoch",
             "guard_skip": "metric-guard-skips-every-step", "val_perfect": "metric-validation-perfect-early",
             "step_wait": "metric-step-wait-dominates", "mfu_low": "metric-mfu-far-below-peak",
-            "creep": "metric-loss-creeping-up", "resume_drop": "metric-loss-dropped-at-resume"}
+            "creep": "metric-loss-creeping-up", "resume_drop": "metric-loss-dropped-at-resume", "zero_perfect": "metric-loss-zero-perfect-accuracy",
+            "zero_rounded": "metric-loss-below-print-precision"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
@@ -40,7 +41,7 @@ PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_s
             "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44, "jump": 40,
             "eval_frozen": 46, "lr_dead": 46, "grad_climb": 40, "zero_graded": 57, "zero_masked": 45, "first_jump": 40,
             "zero_unsup": 56, "zero_blown": 57, "xla_recompile": 20, "step_untimed": 20, "first_epoch_low": 32,
-            "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32}
+            "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32, "zero_perfect": 57, "zero_rounded": 45}
 
 
 def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
@@ -228,6 +229,10 @@ def _flat(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     # a supervised loss of exactly 0 on every record is no loss at all: no label token is counted (every label
     # masked, a template that cuts the answer) or a filter zeroes it; a model never reaches an exact 0 on real text
     zero_loss = hi == 0 and lo == 0
+    if zero_loss and not grads:
+        rounded = rounded_zero(t, finite_recs, i)     # printed 0.000: below the display's precision, not 0
+        if rounded:
+            return rounded
     return [Anomaly("flat", "no-grad", "error" if (zero or lr_zero or chance or zero_loss) else "warning", run[0].line,
                     run[-1].line, run[0].step, len(run), {"loss": fmt(run[-1].loss), "from": run[0].at, "to": run[-1].at,
                                             "records": len(run), "grad_norm": fmt(grads[-1]) if grads else None,

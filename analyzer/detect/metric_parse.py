@@ -248,6 +248,9 @@ class Record:
     rl: bool = False           # an RL (GRPO/PPO) record: a zero or negative loss is not suspicious
     flat_reward: bool = False  # ... whose group rewards have no spread (reward_std 0 / frac_reward_zero_std 1):
                                # every advantage is 0, so a zero gradient on it is explained
+    perfect: bool = False      # the same line prints a training accuracy of 100% (`Prec@1 100.000`, `acc: 1.0000`)
+    rounded: bool = False      # a loss of 0 printed with fixed decimals (`train_loss_step=0.000`): below the
+                               # display's precision, not an exact 0 (as `_BELOW_PRECISION` for a learning rate)
 
     @property
     def at(self) -> str:
@@ -276,6 +279,26 @@ _FLAT_REWARD = re.compile(rb"""['"]frac_reward_zero_std['"]\s*:\s*['"]?1(?:\.0*)
 def is_flat_reward(text: bytes) -> bool:
     """Whether an RL metric line says every group's rewards were identical (no advantage to learn from)."""
     return (b"reward" in text or b"advantages" in text) and _FLAT_REWARD.search(text) is not None
+
+
+# an accuracy of 100% on a metric line: `Prec@1 100.000 (99.4)`, `Acc@1 100.00`, `acc: 1.0000`,
+# `'accuracy': 1.0`, `train_acc=100.0` (the first accuracy field of the line: the batch's own, not an average)
+_PERFECT_ACC = re.compile(rb"""(?i)(?<![\w/])(?:prec@1|acc@1|top-?1|(?:train_|mean_token_)?acc(?:uracy)?)['"]?\s*[:=]?\s*['"]?(?:100(?:\.0*)?|1\.0*|1)(?![\d.])""")
+
+
+# a loss field printed as 0 with two or more fixed decimals (`loss=0.000`, `Loss 0.0000 (0.0012)`), not `0.0` / `0e+00`
+_ROUNDED_LOSS = re.compile(rb"""(?i)loss[\w/]*['"]?\s*[=:]?\s*['"]?0\.000*(?![\d.eE])""")
+
+
+def is_rounded_zero_loss(text: bytes) -> bool:
+    """Whether a metric line prints its loss as 0 with fixed decimals (below the display's precision)."""
+    m = _ROUNDED_LOSS.search(text)
+    return m is not None and m.group(0).endswith(b"00")
+
+
+def is_perfect_accuracy(text: bytes) -> bool:
+    """Whether a metric line prints a (training) accuracy of exactly 100% / 1.0."""
+    return (b"cc" in text or b"rec@" in text or b"op" in text) and _PERFECT_ACC.search(text) is not None
 
 
 # a row of the Trainer's end-of-run table ("  train_loss               =     0.7963")

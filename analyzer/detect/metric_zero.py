@@ -37,6 +37,9 @@ MIN_BEFORE_MASKED = 4   # ... before zeros whose gradient is 0 too (the stronger
 DROP_FROM = 0.1         # the last loss before zeros with zero gradient: a collapse would pass below this
 BLOWN_GRAD = 10.0       # zeros with zero gradient right after the grad_norm rose this many times its level ...
 BLOWN_RECENT = 3        # ... within this many records before them: the weights blew up (nan-loss)
+ROUNDED_DROP = 0.01     # a loss printed as 0.000 right after one at least this: it fell below the print precision
+PERFECT_EARLY = 3       # zeros with 100% training accuracy from at most this many records after the start ...
+PERFECT_SHARE = 0.8     # ... on this share of the zero records: trivial or leaked targets (loss-suspicious)
 
 
 def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
@@ -51,6 +54,9 @@ def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     zeros, before = finite_recs[i:], finite_recs[:i]
     if any(r.grad_norm is not None and finite(r.grad_norm) and r.grad_norm <= th.zero_grad for r in zeros):
         return []       # loss 0 and grad 0 together: nothing supervised (no-grad), not a hidden NaN
+    perfect = _perfect(zeros, before)
+    if perfect:
+        return perfect
     if not before and len(zeros) >= th.zero_min_records + 4:
         grads = {r.grad_norm for r in zeros if r.grad_norm is not None}
         return [Anomaly("zero_start" if t.fp16 else "zero_unsup", "nan-loss" if t.fp16 else "no-grad", "error",
@@ -72,6 +78,34 @@ def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
         "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
         "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]
+
+
+def rounded_zero(t: MetricTracker, fin: list[Record], i: int) -> list[Anomaly]:
+    """The loss prints as 0 with fixed decimals (`train_loss_step=0.000`: below the display's precision, not an
+    exact 0) on every record from `fin[i]` on, right after a real loss >= ROUNDED_DROP (20x what `0.000` can
+    hide), with no grad_norm logged: it fell by orders of magnitude in one logging interval and stays below what
+    the log prints. No model learns its way down that fast; the targets became trivial or leak (loss-suspicious).
+    An exact 0 stays `_flat`'s (no label token counted)."""
+    run = fin[i:]
+    if (i == 0 or len(run) < t.th.zero_min_records or not all(r.rounded for r in run)
+            or any(r.grad_norm is not None or r.rl for r in fin) or fin[i - 1].loss < ROUNDED_DROP):  # type: ignore[operator]
+        return []
+    prev = fin[i - 1]
+    return [Anomaly("zero_rounded", "loss-suspicious", "error", run[0].line, run[-1].line, run[0].step, len(run), {
+        "at": run[0].at, "records": len(run), "last_loss": fmt(prev.loss), "last_at": prev.at})]
+
+
+def _perfect(zeros: list[Record], before: list[Record]) -> list[Anomaly]:
+    """Exactly 0 on >= zero_min_records records that print a training accuracy of 100% beside it, from the
+    first records on (within PERFECT_EARLY records of the start): the model gets every target right at once. A
+    NaN (printed as 0) predicts garbage and a mean over no label token scores nothing, so neither reads 100%:
+    the targets are trivial or given away (one class for every sample, the label among the inputs)."""
+    if len(zeros) < 3 or len(before) > PERFECT_EARLY or sum(r.perfect for r in zeros) < PERFECT_SHARE * len(zeros):
+        return []
+    prev = before[-1] if before else None
+    return [Anomaly("zero_perfect", "loss-suspicious", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
+        "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev.loss) if prev else None,
+        "last_at": prev.at if prev else None})]
 
 
 def _blown(before: list[Record]) -> bool:
