@@ -40,6 +40,8 @@ class ExceptionInfo:
     cpp_frames: list[str] = field(default_factory=list)
     chain_omitted: int = 0        # chained exceptions left out of `chain` (it keeps the first and last few)
     thread: bool = False          # raised in a background thread ("Exception in thread X:"): not the process's death
+    handled: list[int] = field(default_factory=list)   # lines of earlier links whose handler raised this one
+                                  # ("During handling of the above exception"; not "direct cause"), last few
 
     @property
     def headline(self) -> str:

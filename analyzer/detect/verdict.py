@@ -38,6 +38,7 @@ from llmtriage.detect.named_by_death import recovered_named_by_death, retries_ex
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
 from llmtriage.detect.garbage_size import garbage_size_alone
+from llmtriage.detect.fallback_chain import fallback_failed
 from llmtriage.detect.dropped_request import request_never_answered
 from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.wrapped import wrapped_message
@@ -412,6 +413,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     # a kill known only now (a death no rule named, placed in the scheduler-kill family): once more
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
+    fallback_failed(findings, exceptions, (verdict_spec().get("fallback_chain") or {}).get("reason"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)

@@ -192,6 +192,9 @@ class _TB:
     chain_omitted: int = 0
     ignored: bool = False       # after "Exception ignored in: ...": Python reported it and went on
     thread: bool = False        # after "Exception in thread X:": raised in a background thread
+    # links a handler raised anew after: (line, the link's frames); a link whose frames hold this
+    # traceback's innermost frame is a wrapper re-raising in its own except block, not a fallback
+    handled: list[tuple[int, frozenset[tuple[str, str]]]] = field(default_factory=list)
 
 
 CHAIN_KEEP = 8          # a chain keeps its first and last CHAIN_KEEP exceptions, and counts the rest
@@ -206,6 +209,16 @@ def chain_add(chain: list[str], omitted: int, headline: str) -> tuple[list[str],
     return chain[:CHAIN_KEEP] + chain[CHAIN_KEEP + 1:] + [headline], omitted + 1
 
 
+def _fallbacks(tb: _TB) -> list[int]:
+    """Lines of the handled links this traceback's exception was a fallback's failure after: it was
+    raised below the handler (audioread's NoBackendError under librosa's except), not by the handler
+    itself (an except block that re-raises with another message has its innermost frame in the link)."""
+    if not tb.frames:
+        return []
+    inner = (tb.frames[-1].file, tb.frames[-1].function)
+    return [line for line, frames in tb.handled if inner not in frames]
+
+
 class TracebackParser:
     """Feed (line_no, text) of normalised lines; collects every final exception.
 
@@ -218,7 +231,7 @@ class TracebackParser:
 
     def __init__(self) -> None:
         self._open: dict[object, _TB] = {}
-        self._pending_chain: dict[object, tuple[list[str], int, int]] = {}
+        self._pending_chain: dict[object, tuple[list[str], int, int, list[tuple[int, frozenset[tuple[str, str]]]]]] = {}
         self._last_exc: dict[object, ExceptionInfo] = {}
         self._ignored: dict[object, int] = {}
         self._thread: dict[object, int] = {}
@@ -248,10 +261,12 @@ class TracebackParser:
             thr = self._thread.pop(key, None)
             chain: list[str] = []
             omitted = 0
+            handled: list[tuple[int, frozenset[tuple[str, str]]]] = []
             pend = self._pending_chain.pop(key, None)
             if pend and line_no - pend[1] < 10:
-                chain, omitted = pend[0], pend[2]
+                chain, omitted, handled = pend[0], pend[2], pend[3]
             self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted,
+                                  handled=handled,
                                   ignored=ign is not None and line_no - ign <= 2,
                                   thread=thr is not None and line_no - thr <= 2)
             self._last_exc.pop(key, None)
@@ -265,7 +280,11 @@ class TracebackParser:
                 return
             if _CHAIN.search(text):
                 chain, omitted = chain_add(exc_prev.chain, exc_prev.chain_omitted, exc_prev.headline[:500])
-                self._pending_chain[key] = (chain, line_no, omitted)
+                # "During handling": the handler (a fallback) failed anew; "direct cause": a wrapper re-raised
+                handled = [(n, frozenset()) for n in exc_prev.handled]
+                if "During handling" in text and exc_prev.frames:
+                    handled.append((exc_prev.line, frozenset((f.file, f.function) for f in exc_prev.frames)))
+                self._pending_chain[key] = (chain, line_no, omitted, handled[-CHAIN_KEEP:])
                 self._last_exc.pop(key, None)
                 if self.exceptions and self.exceptions[-1] is exc_prev:
                     self.exceptions.pop()
@@ -315,7 +334,8 @@ class TracebackParser:
             typ = em["type"] if em else stripped.split(":", 1)[0][:120]
             msg = (em["msg"] or "") if em else (stripped.split(":", 1)[1].strip() if ":" in stripped else "")
             info = ExceptionInfo(type=typ, message=msg.strip()[:2000], line=line_no, rank=pre.rank,
-                                 frames=tb.frames, chain=tb.chain, chain_omitted=tb.chain_omitted, thread=tb.thread)
+                                 frames=tb.frames, chain=tb.chain, chain_omitted=tb.chain_omitted, thread=tb.thread,
+                                 handled=_fallbacks(tb))
             info.user_frame = next((f for f in reversed(tb.frames) if not _LIBRARY.search(f.file)), None)
             self.exceptions.append(info)
             if len(self.exceptions) > FRAMES_KEEP:      # frames are kept per report, not per exception
