@@ -10,7 +10,7 @@ curve no longer measures what it measured before.
 
 Resume markers: transformers' `Continuing training from global step N`, `Resuming (training) from checkpoint`,
 Lightning's `Restoring states from the checkpoint path at`, Megatron's `successfully loaded checkpoint from ...
-at iteration N`, torchtitan's `Loading the checkpoint at step N`. The records compared are the last
+at iteration N`, torchtitan's `Loading the checkpoint at step N`, openpi/orbax's `Restored checkpoint at step N`. The records compared are the last
 `WINDOW` before the last marker that has records on both sides and the first `WINDOW` after it. Left alone: a
 resume that jumps ahead (the steps or the epoch after it far past those before: the log lost the records
 between), one that crosses an epoch boundary (a multi-epoch run's loss drops at each new pass over the same
@@ -31,7 +31,7 @@ KEEP = 64
 
 _MARK = re.compile(rb"Continuing training from global step|Resum(?:ing|ed) (?:training )?from (?:the )?checkpoint"
                    rb"|Restoring states from the checkpoint|successfully loaded checkpoint from .{0,300} at iteration"
-                   rb"|Loading the checkpoint (?:at|from) step", re.I)
+                   rb"|Loading the checkpoint (?:at|from) step|Restored checkpoint (?:at|from) step", re.I)
 
 
 class ResumeMarks:
@@ -83,3 +83,13 @@ def resume_drop(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> lis
     return [Anomaly("resume_drop", "loss-suspicious", "error", m, after[-1].line, after[0].step, len(after), {
         "before": fmt(lb), "before_at": before[-1].at, "after": fmt(la), "at": after[0].at, "line": m,
         "factor": round(lb / la, 1) if la > 0 else None})]
+
+
+def resumed_low_start(marks: list[int], found: list[Anomaly]) -> None:
+    """A loss near 0 from the first record is the labels giving the answer away only when that record is the
+    start of training; when a resume marker precedes the first record, the run restored weights that already
+    learnt the data (a long fine-tune resumed near its end), so metric-loss-near-zero-from-start is a warning
+    and yields to what the resumed run died of."""
+    for a in found:
+        if a.kind == "low_start" and a.severity == "error" and any(m < a.line for m in marks):
+            a.severity = "warning"

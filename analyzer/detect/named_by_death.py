@@ -15,12 +15,18 @@ that a context in `contexts` demoted from error. That finding is the cause again
 The same holds for an error judged recovered because a client retried it, when the retries ran out: a
 marker of kind `exhausted` ("POST .../generate failed after 3 retries: 500") after the error and just
 before the unknown death (`retries_exhausted`, context `retries-exhausted`).
+
+And when the job's final exception, or a cause in its chain, repeats the recovered signature's own message
+(`death_repeats`, context `retried-then-died`): torch's TCPStore client logs "The client socket has timed out
+after 60000ms while trying to connect to (host, port)" and "retrying", the retry times out the same way, and
+torchrun dies of RendezvousConnectionError whose cause is that DistNetworkError. Whatever the death's own
+wrapper says, the retried error is what it died of.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from llmtriage.findings import Finding
+from llmtriage.findings import ExceptionInfo, Finding
 from llmtriage.detect.scanner import Scanner
 from llmtriage.detect.spec import tr
 
@@ -72,3 +78,27 @@ def retries_exhausted(findings: list[Finding], scanner: Scanner, spec: Optional[
                            "reason": tr(spec["exhausted_reason"], lang, line=u.line, exhausted=min(near))}
         cause.severity = "error"
         u.role = "symptom"
+
+
+def _messages(exc: ExceptionInfo, min_len: int) -> list[str]:
+    """The death's message and the messages of the causes in its chain ("Type: message" -> message)."""
+    out = [exc.message, *(c.split(": ", 1)[1] if ": " in c else c for c in exc.chain)]
+    return [" ".join(m.split()) for m in out if m and len(m.strip()) >= min_len]
+
+
+def death_repeats(findings: list[Finding], exc: Optional[ExceptionInfo], status: str,
+                  spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
+    if not spec or exc is None or status != "crashed" or "chain_min" not in spec:
+        return
+    texts = _messages(exc, int(spec["chain_min"]))
+    if not texts:
+        return
+    named = [f for f in findings if f.judgement and f.judgement.get("context") == "recovered"
+             and f.judgement.get("severity_was") == "error" and f.role == "cause" and f.line < exc.line
+             and any(t in " ".join((f.evidence or "").split()) for t in texts)]
+    if not named:
+        return
+    cause = min(named, key=lambda f: f.line)
+    cause.judgement = {"context": "retried-then-died", "severity_was": cause.severity,
+                       "reason": tr(spec["chain_reason"], lang, line=exc.line)}
+    cause.severity = "error"

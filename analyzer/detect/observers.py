@@ -69,13 +69,14 @@ class TrainingObserver:
         from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
         from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
-        from llmtriage.detect.metric_resume import resume_drop   # deferred: as above
+        from llmtriage.detect.metric_resume import resume_drop, resumed_low_start   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
         self.metrics.flush(end)
         self.phase.flush(end)
         anomalies = detect(self.metrics)
+        resumed_low_start(self.resumes.lines, anomalies)
         exact_flat(self.metrics, anomalies)
         exact_zero(self.metrics, anomalies)
         task_worsens(self.metrics, anomalies)
