@@ -49,11 +49,14 @@ def recovered_named_by_death(findings: list[Finding], spec: Optional[dict[str, A
                  and _named(f, text, keys, min_value)]
         if not named:
             continue
-        cause = max(named, key=lambda f: f.line)
-        cause.judgement = {"context": "named-by-death", "severity_was": cause.severity,
-                           "reason": tr(spec["reason"], lang, line=u.line)}
-        cause.severity = "error"
+        _restore(max(named, key=lambda f: f.line), "named-by-death", tr(spec["reason"], lang, line=u.line))
         u.role = "symptom"
+
+
+def _restore(cause: Finding, context: str, reason: str) -> None:
+    """A finding judged recovered (or demoted) is the cause again: an error, with why."""
+    cause.judgement = {"context": context, "severity_was": cause.severity, "reason": reason}
+    cause.severity = "error"
 
 
 def retries_exhausted(findings: list[Finding], scanner: Scanner, spec: Optional[dict[str, Any]],
@@ -73,10 +76,8 @@ def retries_exhausted(findings: list[Finding], scanner: Scanner, spec: Optional[
                  and any(0 < h - (f.last_line or f.line) <= window for h in near)]
         if not named:
             continue
-        cause = max(named, key=lambda f: f.line)
-        cause.judgement = {"context": "retries-exhausted", "severity_was": cause.severity,
-                           "reason": tr(spec["exhausted_reason"], lang, line=u.line, exhausted=min(near))}
-        cause.severity = "error"
+        _restore(max(named, key=lambda f: f.line), "retries-exhausted",
+                 tr(spec["exhausted_reason"], lang, line=u.line, exhausted=min(near)))
         u.role = "symptom"
 
 
@@ -98,7 +99,4 @@ def death_repeats(findings: list[Finding], exc: Optional[ExceptionInfo], status:
              and any(t in " ".join((f.evidence or "").split()) for t in texts)]
     if not named:
         return
-    cause = min(named, key=lambda f: f.line)
-    cause.judgement = {"context": "retried-then-died", "severity_was": cause.severity,
-                       "reason": tr(spec["chain_reason"], lang, line=exc.line)}
-    cause.severity = "error"
+    _restore(min(named, key=lambda f: f.line), "retried-then-died", tr(spec["chain_reason"], lang, line=exc.line))
