@@ -11,7 +11,9 @@ times in 19, and most of its misses were failures no category fits, which `unkno
 with a fixture's own rule removed, its siblings made the lead right more often: the share fell to
 0.431 (437/1015: unknown 360, wrong category 165, no error 53), and to 0.399 (456/1144) on 2026-12-04 after
 session 22's new rules, whose wordings (ggml arch aborts, vLLM refit and MoE loader errors, torchtitan and Megatron
-resume states) mostly have no sibling or family to fall back on. The floor sits below that; it catches a
+resume states) mostly have no sibling or family to fall back on, and to 0.378 (489/1292) on 2026-12-05 after
+session 28's vendor-runtime rules (Neuron, Gaudi, XPU, Pallas, MPSGraph wordings no other rule or family
+shares). The floor sits below that; it catches a
 change that takes the remaining judgement away (a family file emptied, the verdict's yielding lost),
 which drops the share towards 0.1.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = 0.38
+FLOOR = 0.36
 
 
 @pytest.mark.slow   # every problem fixture triaged again without its rule: ~2 minutes on 2 cores
