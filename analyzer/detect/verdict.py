@@ -29,6 +29,7 @@ from llmtriage.engine.redact import clip
 from llmtriage.detect.pasted import pasted_after
 from llmtriage.detect.logged_handler import handled_before
 from llmtriage.detect.consequence import crash_after_cause, death_after_warning_cause
+from llmtriage.detect.inner_error import wrapper_yields_to_inner
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
@@ -403,6 +404,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
+    wrapper_yields_to_inner(findings, verdict_spec().get("wrapper_inner"), lang)
     death_after_warning_cause(findings, verdict_spec().get("death_after_warning"), set(verdict_spec()["explains_death"]),
                               verdict_spec()["explains_reason"], lang)
     _yield_unknown(findings, lang, scanner)
