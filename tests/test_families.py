@@ -244,6 +244,10 @@ def _raised_in(headline: str, *files: str) -> str:
     ("ValueError", "too many values to unpack (expected 2)",
      ["/py/site-packages/transformers/generation/utils.py",
       "/root/.cache/huggingface/modules/transformers_modules/glm-4-9b-chat/modeling_chatglm.py"], "dependency-mismatch"),
+    # a library dataclass's __post_init__ reading a field HfArgumentParser left None (transformers 4.49's collator)
+    ("AttributeError", "'NoneType' object has no attribute 'mask_token'",
+     ["/py/site-packages/transformers/hf_argparser.py", "<string>",
+      "/py/site-packages/transformers/data/data_collator.py"], "dependency-mismatch"),
     # ... or re-raised from a datasets.map worker process (num_proc > 1)
     ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py", "/py/site-packages/datasets/arrow_dataset.py",
                             "/py/site-packages/datasets/utils/py_utils.py", "/py/site-packages/multiprocess/pool.py"], "data-corrupt"),
@@ -272,6 +276,8 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     ("ValueError", "too many values to unpack (expected 2)",
      ["/py/site-packages/torch/utils/data/dataloader.py", "/app/collate.py"]),  # the user's collate, called by a library
     ("ValueError", "not enough values to unpack (expected 2, got 1)", ["/app/data/prepare.py"]),   # the user's own data code
+    ("AttributeError", "'NoneType' object has no attribute 'mask_token'",
+     ["/py/site-packages/transformers/hf_argparser.py", "<string>", "/app/my_args.py"]),   # the user's own __post_init__
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues
@@ -431,3 +437,18 @@ def test_a_network_error_to_a_local_service_is_not_the_hub():
     # a mirror on a private address named by its hub path keeps its hub words
     assert not shape_cues("ConnectionError", "HTTPConnectionPool(host='10.0.0.5', port=8080): Max retries exceeded with url: "
                           "/api/models/Qwen/Qwen2.5-7B/revision/main", [])
+
+
+def test_an_error_while_writing_a_file_is_never_read_as_a_damaged_checkpoint():
+    from llmtriage.detect.family import shape_cues
+    # safetensors failing to WRITE: nothing was read back, so the checkpoint cannot be corrupt
+    msg = "Error while serializing: I/O error: Invalid argument (os error 22)"
+    shapes = shape_cues("SafetensorError", msg, ["/py/site-packages/safetensors/torch.py"])
+    assert ("checkpoint-corrupt", -3) == shapes[0][:2]
+    got = family_of(f"safetensors_rust.SafetensorError: {msg} checkpoint", shapes=shapes)
+    assert got is not None and got[0] == "filesystem-error"
+    # the Python form on a quoted path is a file-system error too
+    got = family_of("OSError: [Errno 22] Invalid argument: '/mnt/jfs/ckpt/checkpoint-200/model.safetensors'")
+    assert got is not None and got[0] == "filesystem-error"
+    # ... but a bare EINVAL (a socket, an ioctl) names no family
+    assert family_of("OSError: [Errno 22] Invalid argument") is None

@@ -299,6 +299,36 @@ def test_an_ipython_traceback_is_parsed_with_its_frames_however_long():
     assert exc.user_frame is not None and exc.user_frame.file == "<cell>"
 
 
+IPYTHON7_TB = """---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+/tmp/ipykernel_36/2291774410.py in <cell line: 0>()
+----> 1 model.save_pretrained_merged("out", tokenizer, save_method = "merged_16bit")
+
+/usr/local/lib/python3.11/dist-packages/unsloth/save.py in unsloth_generic_save(model, tokenizer, save_directory)
+   2394         merge_and_overwrite_lora(
+-> 2395             get_model_name,
+
+/usr/local/lib/python3.11/dist-packages/unsloth_zoo/saving_utils.py in merge_and_overwrite_lora(get_model_name, model)
+-> 1122         raise RuntimeError(
+
+<ipython-input-7-1a2b3c> in <module>
+RuntimeError: Unsloth: merge failed
+"""
+
+
+def test_an_ipython7_traceback_colab_kaggle_is_parsed_with_its_frames():
+    # IPython 7 (Colab, Kaggle) prints "<path>.py in <function>(<args>)" with no line number
+    rep = llmtriage.analyze(IPYTHON7_TB)
+    exc = rep.exception
+    assert exc is not None and exc.type == "RuntimeError"
+    assert [f.file.rsplit("/", 1)[-1] for f in exc.frames] == ["2291774410.py", "save.py", "saving_utils.py",
+                                                              "<ipython-input-7-1a2b3c>"]
+    assert [f.function for f in exc.frames[:3]] == ["<cell line: 0>", "unsloth_generic_save", "merge_and_overwrite_lora"]
+    assert exc.frames[1].code.startswith("get_model_name") and exc.frames[1].line == 0
+    # a prose line that names a file is not a frame outside a traceback, nor inside one without "in f("
+    assert _exceptions("see /app/train.py in main for details\nValueError: x\n") == []
+
+
 def test_a_frameless_traceback_takes_an_exception_name_not_a_logger_prefix():
     # the frames went to another stream ([rank0]: mid-line after a tqdm bar); a logger's "wandb: ..."
     # line after the bare header is not the exception

@@ -162,6 +162,9 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<
 # IPython / Jupyter frames: "File ~/env/lib/python3.11/site-packages/x/save.py:824, in f(a, b)",
 # "Cell In[12], line 1"; its source lines are numbered, the current one behind an arrow ("--> 824 ...")
 _IPY_FRAME = re.compile(r"^(?:File (?P<file>[^\s\"][^,]*?):(?P<line>\d+), in (?P<func>[\w.<>]+)|Cell In ?\[\d*\], line (?P<cell>\d+))")
+# IPython 7 frames (Colab, Kaggle): "/usr/local/lib/python3.11/dist-packages/x/save.py in f(a, b)",
+# "/tmp/ipykernel_36/2291774410.py in <cell line: 0>()", "<ipython-input-5-1a2b> in <module>"; no line number
+_IPY7_FRAME = re.compile(r"^(?P<file>(?:/|~|[A-Za-z]:\\)[^\s\"]*?\.py|<ipython-input-[\w-]+>) in (?P<func>[\w.]+|<[\w :]+>)(?:\(|\s*$)")
 _IPY_SOURCE = re.compile(r"^-*> ?\d+ ")
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*|Exception)(?::\s?(?P<msg>.*))?$")
@@ -298,12 +301,12 @@ class TracebackParser:
         if line_no - tb.last_frame_line > self.MAX_GAP:
             del self._open[key]
             return
-        m = _FRAME.match(text) or _IPY_FRAME.match(text)
+        m = _FRAME.match(text) or _IPY_FRAME.match(text) or _IPY7_FRAME.match(text)
         if m:
             if len(tb.frames) >= self.MAX_FRAMES:
                 tb.frames.pop(0)
             cell = m.groupdict().get("cell")
-            tb.frames.append(Frame(file=m["file"] or "<cell>", line=int(cell or m["line"]),
+            tb.frames.append(Frame(file=m["file"] or "<cell>", line=int(cell or m.groupdict().get("line") or 0),
                                    function=(m["func"] or "<module>").strip()))
             tb.last_frame_line = line_no
             return
