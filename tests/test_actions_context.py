@@ -111,3 +111,21 @@ def test_a_fixed_zmq_endpoint_bound_by_every_tp_rank_is_fix():
 def test_a_zmq_bind_clash_without_tp_ranks_stays_retry():
     # one process, one bind: a leftover server from an earlier run held the port
     assert action("INFO Starting worker: model=/models/m tp=1\n" + ZMQ_BIND)[0] == "retry"
+
+
+ONECCL_NO_PROVIDER = (
+    "2025:06:02-11:40:13:(77120) |CCL_ERROR| atl_ofi_helper.cpp:1635 atl_ofi_open_nw_provs: can not open network providers\n"
+    "2025:06:02-11:40:13:(77120) |CCL_ERROR| atl_ofi.cpp:237 init: can't find suitable provider\n"
+)
+ONECCL_TRANSFER_FAILED = (
+    "[rank0] step 400 loss 3.2011\n"
+    "2025:04:09-14:02:51:(55310) |CCL_ERROR| atl_ofi.cpp:1391 wait: atl_status: FAILURE\n"
+)
+
+
+def test_oneccl_without_a_usable_provider_is_fix_and_a_failed_transfer_stays_retry():
+    # no libfabric provider could be opened at start-up: the transport set-up, which a rerun meets again
+    act, reason = action(ONECCL_NO_PROVIDER)
+    assert act == "fix" and "FI_PROVIDER" in reason
+    # a transfer failing after training started: a dead peer or a link, the category's retry
+    assert action(ONECCL_TRANSFER_FAILED)[0] == "retry"
