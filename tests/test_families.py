@@ -324,7 +324,7 @@ def test_every_shape_is_well_formed_and_re2_safe():
     re2 = pytest.importorskip("re2")
     for s in spec["shapes"]:
         assert s["family"] in cats and s["weight"] in (-4, -3, -2, -1, 1, 2, 3, 4) and s["name"], s
-        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost"}, s
+        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost", "own_class"}, s
         assert any(s.get(k) for k in ("type", "message", "frames", "innermost")), s
         for k in ("type", "message", "unless", "frames", "innermost"):
             if s.get(k):

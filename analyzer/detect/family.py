@@ -38,7 +38,7 @@ def _families() -> dict[str, Any]:
         _COMPILED["shapes"] = [
             (s["family"], int(s["weight"]), s["name"],
              *(re.compile(s[k], re.IGNORECASE if k != "type" else 0) if s.get(k) else None
-               for k in ("type", "message", "unless", "frames", "innermost")))
+               for k in ("type", "message", "unless", "frames", "innermost")), bool(s.get("own_class")))
             for s in spec.get("shapes") or ()]
     return _COMPILED
 
@@ -47,12 +47,13 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tupl
     """(family, weight, name) for every `shapes` entry of families.yaml the exception fits: its
     type's last name fully matches `type`, its message contains `message` and not `unless`, one
     of its innermost `frames_deep` frames' files contains `frames`, and the innermost frame's file
-    (where it was raised) contains `innermost` (each when given)."""
+    (where it was raised) contains `innermost`, and with `own_class` it was raised in the file named
+    after the object's class (raised_in_own_class) (each when given)."""
     fam = _families()
     short = exc_type.rsplit(".", 1)[-1]
     deep = frame_files[-fam["deep"]:] if frame_files else []
     out = []
-    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx in fam["shapes"]:
+    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, own in fam["shapes"]:
         if type_rx is not None and not type_rx.fullmatch(short):
             continue
         if msg_rx is not None and not msg_rx.search(message):
@@ -63,8 +64,24 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tupl
             continue
         if inner_rx is not None and not (deep and inner_rx.search(deep[-1])):
             continue
+        if own and not (deep and raised_in_own_class(message, deep[-1])):
+            continue
         out.append((family, weight, name))
     return out
+
+
+_OBJECT = re.compile(r"'(\w+)' object has no attribute")
+
+
+def raised_in_own_class(message: str, innermost_file: str) -> bool:
+    """Whether "'<Class>' object has no attribute ..." was raised in the file named after that class
+    (MegatronPolicyWorker in megatron_policy_worker.py): the class's own method read an attribute of
+    its own that a configuration path never set, not a caller written for another release of it."""
+    m = _OBJECT.search(message)
+    if m is None or not innermost_file:
+        return False
+    stem = re.split(r"[/\\]", innermost_file)[-1].rsplit(".", 1)[0].lower().replace("_", "")
+    return stem == m.group(1).lower()     # (DTensorPolicyWorker: dtensor_policy_worker.py)
 
 
 def scores(text: str, shapes: Iterable[tuple[str, int, str]] = ()) -> list[tuple[int, str, list[str]]]:

@@ -118,6 +118,11 @@ _ERRORISH = re.compile(rb"(?i)\b(?:error|errors|fail|failed|failure|exception|fa
 # is the command line (data paths, config keys), not an error message
 _FRAME = re.compile(rb'File "[^"\n]+", line \d+')      # a traceback frame (behind any rank/actor prefix)
 _NOT_CONTEXT = re.compile(rb"(?i)warn|^\s*File \"|^\s*Traceback|Error executing job with overrides")
+# a command line echoed by the shell or a launcher (`+ python3 -m ...` under set -x, `$ bash run.sh`,
+# three Hydra overrides `data.train_files=x.parquet`, four `--flag value` options) is the job's
+# configuration: its words (`truncation=error`, `.parquet`) describe no failure
+_COMMAND_LINE = re.compile(rb"^\s*(?:\d+:\s*)?(?:\+{1,3}|\$) \S|(?:\s[\w-]+(?:\.[\w-]+)+=\S+){3}"
+                           rb"|(?:\s--[a-zA-Z][\w-]*(?:[= ][^\s-]\S*)?){4}")
 
 
 # a line that starts a new log record rather than continuing the message above it
@@ -270,7 +275,7 @@ class Scanner:
             if start <= n <= line + after and n != line and not _FRAME.search(prev):
                 rows.append(_shown(raw))     # (not the source line under a frame: that is code, not a message)
             prev = raw
-        picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r)]
+        picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r) and not _COMMAND_LINE.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
 
     def steps_after(self, line: int, before_lines: int = 200, epochs: bool = True) -> int:
@@ -373,7 +378,8 @@ class Scanner:
         hits = self.hits.get("finish", [])
         closes = verdict_spec().get("death_closes_finish")
         if closes and hits:
-            hits = [h for h in hits if not self._closes_death(h, closes)]
+            groups = closes if isinstance(closes, list) else [closes]
+            hits = [h for h in hits if not any(self._closes_death(h, g) for g in groups)]
         if "training" not in self.seen:
             return hits
         only = set(verdict_spec().get("inference_finish", ()))
