@@ -20,7 +20,8 @@
                     samples are epochs: with a fixed epoch size a longer epoch is slower steps.
                     A report interval's wall time (pythia/mmf `iter: 300 train_loss: 2.7410 ... time(s): 282.1 s`, the
                     seconds since the last report: a fixed number of iterations, so its rise is the step time's), and
-                    Composer's SpeedMonitor `Train throughput/batches_per_sec: 2.33` (a rate, kept as the `rate` source).
+                    Composer's SpeedMonitor `Train throughput/samples_per_sec: 1194.0` (a rate, kept as the `rate` source; not
+                    its `batches_per_sec`, which falls by design while a batch-size warm-up grows the batch).
 """
 from __future__ import annotations
 
@@ -41,10 +42,10 @@ _DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+)
 
 
 LOOP_SRC = (rb"\bTime +[0-9.]+ +\( *[0-9.]+\)|[\s,]time: [0-9.]+,?\s+data_time: |[0-9](?:ms|us|s)/step\b|Time Taken: [0-9]|time/[0-9]+ ?steps: [0-9]"
-            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|throughput/batches_per_sec: [0-9]|\btime\(s\): [0-9]")
+            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|Train throughput/samples_per_sec: [0-9]|\btime\(s\): [0-9]")
 _LOOP = re.compile(rb"\bTime +([0-9.]+) +\( *[0-9.]+\)|[\s,]time: ([0-9.]+),?\s+data_time: |\b([0-9.]+)(ms|us|s)/step\b"
                    rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b|; ([0-9.]+) sec/batch\)"
-                   rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b|Train throughput/batches_per_sec: ([0-9.]+)"
+                   rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b|Train throughput/samples_per_sec: ([0-9.]+)"
                    rb"|\biter(?:ation)?:? +[0-9]+\b[^\n]*?\btime\(s\): ([0-9.]+) ?s\b")
 _ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
 _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
@@ -65,7 +66,7 @@ def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
         return "loop", float(m.group(8)), None
     if m.group(9) is not None:      # a loop's own per-step timer field: "step_time 1.187s", "iter_time=212ms"
         return "loop", float(m.group(9)) * _UNIT[m.group(10)], None
-    if m.group(11) is not None:     # Composer's SpeedMonitor: "Train throughput/batches_per_sec: 2.3320", a rate
+    if m.group(11) is not None:     # Composer's SpeedMonitor: "Train throughput/samples_per_sec: 1194.0", a rate
         r = float(m.group(11))
         return ("rate", 1.0 / r, None) if r > 0 else None
     if m.group(12) is not None:     # a report interval's wall time: "iter: 300 train_loss: 2.74 ... time(s): 282.1 s"
