@@ -63,6 +63,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_findings import to_findings   # deferred: as above
         from llmtriage.detect.metric_lr import lr_dead   # deferred: as above
         from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
+        from llmtriage.detect.metric_epoch_repeat import epoch_repeat   # deferred: as above
         from llmtriage.detect.metric_task import task_worsens   # deferred: as above
         from llmtriage.detect.metric_drift import first_update_jump, grad_climb   # deferred: as above
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
@@ -80,6 +81,7 @@ class TrainingObserver:
         exact_flat(self.metrics, anomalies)
         exact_zero(self.metrics, anomalies)
         task_worsens(self.metrics, anomalies)
+        anomalies += epoch_repeat(self.metrics, anomalies)
         anomalies += lr_dead(self.metrics, anomalies)
         anomalies += grad_climb(self.metrics, anomalies)
         anomalies += first_update_jump(self.metrics, anomalies)

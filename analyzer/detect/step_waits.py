@@ -7,7 +7,9 @@ part that does the work and the part that waits:
   data wait      the loop's own data time beside its step time: LeRobot `updt_s:0.302 data_s:13.330` (the step is
                  their sum), mmcv `time: 0.430, data_time: 0.006` (mmengine: `time: 7.2980  data_time: 6.0183`; the torchvision references' MetricLogger, also DeiT, DETR and
                  their forks: `time: 0.8312  data: 0.5123  max mem: 2410`) and the PyTorch examples' AverageMeter
-                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time). Loops that print the two parts
+                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time), Megatron-LM and GPT-NeoX
+                 interval timers `time (ms) | forward: 162.3 | backward: 298.6 | optimizer: 41.1 | batch generator: 8899.5`
+                 (the step is the sum of the top-level timers, `timer_split`). Loops that print the two parts
                  apart (the step is their sum): EDSR and its forks `[1600/16000]\t[L1: 35.2]\t30.1+480.3s` (model + data),
                  a user's timer fields `data 10.8s | fwd+bwd 0.41s`. The first record is
                  left out (workers start); at least `MIN_RECORDS` later ones, and the finding when the data wait is
@@ -43,7 +45,7 @@ POWER_SHARE = 0.3
 KEEP = 4096
 
 _GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
-                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$")
+                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
 _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
 # a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
@@ -55,7 +57,23 @@ _SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gp
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
 _DS = re.compile(rb"time \(ms\) \| forward: ([0-9.]+) \| backward: ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
+# Megatron-LM / GPT-NeoX interval timers: `time (ms) | forward-compute: 193.77 | ... | batch-generator: 25.27` (NeoX:
+# `forward: 162.31 | backward: 298.64 | backward-backward: 298.58 | optimizer: 41.12 | batch generator: 8899.47`)
+_TIMERS = re.compile(rb"time \(ms\) \|[^\n]*\| batch[ -]generator: [0-9]")
+_TIMER_FIELD = re.compile(rb"\|\s*([A-Za-z][A-Za-z0-9 _/-]*?):\s*([0-9]+(?:\.[0-9]+)?)")
 _SMI = re.compile(rb"([0-9]+)W\s*/\s*([0-9]+)W\s*\|\s*[0-9]+MiB\s*/\s*[0-9]+MiB\s*\|\s*([0-9]+)%")
+
+
+def timer_split(raw: bytes) -> Optional[tuple[float, float]]:
+    """(step, data wait) in ms from a Megatron / GPT-NeoX timer line: the data wait is the batch generator's time, the
+    step the sum of the top-level timers (a field `backward-backward` or `optimizer-copy-to-main-grad` is a part of the
+    `backward` / `optimizer` field printed beside it and is not added again)."""
+    fields = {k.strip(): float(v) for k, v in _TIMER_FIELD.findall(raw)}
+    data = fields.get(b"batch generator", fields.get(b"batch-generator"))
+    if data is None:
+        return None
+    step = sum(v for k, v in fields.items() if k.split(b"-")[0] == k or k.split(b"-")[0] not in fields)
+    return (step, data) if step > 0 else None
 
 
 class StepWaitTracker:
@@ -95,6 +113,11 @@ class StepWaitTracker:
             m = _PROFILER.search(raw)
             if m:
                 self.profiler = (ln, float(m.group(4)), float(m.group(1)), int(m.group(2)))
+                continue
+            if _TIMERS.search(raw):
+                split = timer_split(raw)
+                if split is not None:
+                    self._data(ln, split[0] / 1000, split[1] / 1000, "timers")     # (ms)
                 continue
             m = _DS.search(raw)
             if m:

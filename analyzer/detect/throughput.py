@@ -39,7 +39,7 @@ from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
-                                                   decode_rate, loop_step_time, secs)
+                                                   decode_rate, loop_step_time, secs, short_rise)
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
@@ -338,7 +338,7 @@ class ThroughputTracker:
         # the main step-time series: the source with most samples
         src, series = max(self.steps.items(), key=lambda kv: kv[1].n, default=("", None))
         rate = src == "rate"    # read as a rate (samples or tokens per second): shown as one, not as seconds
-        if series is not None and series.n >= th.rise_min_samples:
+        if series is not None and (series.n >= th.rise_min_samples or short_rise(series.values(), th.rise_error)):
             vals = series.values()
             k = max(4, len(vals) // 4)
             early, late = [v for _, v in vals[:k]], [v for _, v in vals[-k:]]

@@ -18,6 +18,10 @@
                     per-step timer field `step_time 1.187s` / `iter_time=212ms` / `batch_time: 0.4s`; and per-epoch wall times
                     (`End of epoch 29 / 200 \t Time Taken: 890 sec`, pix2pix/CycleGAN), a separate source whose
                     samples are epochs: with a fixed epoch size a longer epoch is slower steps.
+                    A report interval's wall time (pythia/mmf `iter: 300 train_loss: 2.7410 ... time(s): 282.1 s`, the
+                    seconds since the last report: a fixed number of iterations, so its rise is the step time's), and
+                    Composer's SpeedMonitor `Train throughput/samples_per_sec: 1194.0` (a rate, kept as the `rate` source; not
+                    its `batches_per_sec`, which falls by design while a batch-size warm-up grows the batch).
 """
 from __future__ import annotations
 
@@ -38,10 +42,11 @@ _DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+)
 
 
 LOOP_SRC = (rb"\bTime +[0-9.]+ +\( *[0-9.]+\)|[\s,]time: [0-9.]+,?\s+data_time: |[0-9](?:ms|us|s)/step\b|Time Taken: [0-9]|time/[0-9]+ ?steps: [0-9]"
-            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b")
+            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|Train throughput/samples_per_sec: [0-9]|\btime\(s\): [0-9]")
 _LOOP = re.compile(rb"\bTime +([0-9.]+) +\( *[0-9.]+\)|[\s,]time: ([0-9.]+),?\s+data_time: |\b([0-9.]+)(ms|us|s)/step\b"
                    rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b|; ([0-9.]+) sec/batch\)"
-                   rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b")
+                   rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b|Train throughput/samples_per_sec: ([0-9.]+)"
+                   rb"|\biter(?:ation)?:? +[0-9]+\b[^\n]*?\btime\(s\): ([0-9.]+) ?s\b")
 _ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
 _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
 
@@ -61,6 +66,11 @@ def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
         return "loop", float(m.group(8)), None
     if m.group(9) is not None:      # a loop's own per-step timer field: "step_time 1.187s", "iter_time=212ms"
         return "loop", float(m.group(9)) * _UNIT[m.group(10)], None
+    if m.group(11) is not None:     # Composer's SpeedMonitor: "Train throughput/samples_per_sec: 1194.0", a rate
+        r = float(m.group(11))
+        return ("rate", 1.0 / r, None) if r > 0 else None
+    if m.group(12) is not None:     # a report interval's wall time: "iter: 300 train_loss: 2.74 ... time(s): 282.1 s"
+        return "loop", float(m.group(12)), None
     it = _ITER.search(seg, 0, m.start())
     key = it.group(1) + b":" + it.group(2) if it else None
     if m.group(3) is not None:
@@ -175,3 +185,19 @@ def climb(vals: list[tuple[int, float]], factor: float) -> Optional[tuple[int, i
             best = (i, end)
         i = j
     return None if best is None or med <= 0 else (best[0], best[1], med)
+
+
+SHORT_MIN = 8          # records: a rise read on fewer than rise_min_samples ...
+
+
+def short_rise(vals: list[tuple[int, float]], error: float) -> bool:
+    """A step-time series shorter than `rise_min_samples` whose slowdown is beyond doubt: >= SHORT_MIN records,
+    the last quarter's median >= `error` x the first quarter's (rise_error), and slower again at each of the last
+    three records (it persists to the end, not an evaluation or save pause that passed). GPT-NeoX / Megatron print
+    one `elapsed time per iteration` per log interval (100 iterations): eight of them are 800 iterations."""
+    if len(vals) < SHORT_MIN:
+        return False
+    xs = [v for _, v in vals]
+    k = max(4, len(xs) // 4)
+    e, late = _median(xs[:k]), _median(xs[-k:])
+    return e > 0 and late >= error * e and xs[-1] > xs[-2] > xs[-3] > xs[-4]
