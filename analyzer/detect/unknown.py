@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from llmtriage.detect.capture import capture_shape
 from llmtriage.detect.family import family_of, scores, shape_cues
+from llmtriage.detect.inner_exception import inner_exception, inner_type
 from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
 from llmtriage.engine.logparse import BENIGN_EXC
@@ -21,12 +22,15 @@ def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
     where = ""
     if exc.user_frame is not None:
         where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"
+    inner = inner_type(exc)      # "RuntimeError: TypeError: ...": a re-raise; the inner exception is the failure
+    shown = inner or exc.type
+    captures = {"type": shown, **({"reraised_as": exc.type} if inner else {})}
     return Finding(
         rule_id="unknown", category="unknown", severity="warning" if benign else "error",
-        title=tr(u["title"], lang, type=exc.type)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
-        evidence=clip(exc.headline, 2000), rank=exc.rank, captures={"type": exc.type}, role="cause",
+        title=tr(u["title"], lang, type=shown)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
+        evidence=clip(exc.headline, 2000), rank=exc.rank, captures=captures, role="cause",
         confidence="low", priority=0, cause=tr(u["cause"], lang), location=exc.user_frame,
-        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=exc.type)} for f in u["fixes"]],
+        fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=shown)} for f in u["fixes"]],
     )
 
 
@@ -68,6 +72,7 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         if f.rule_id != "unknown" or f.severity != "error" or f.role != "cause" or f.category != "unknown":
             continue
         exc = next((e for e in exceptions if e.line == f.line), None)
+        exc = inner_exception(exc, exceptions) if exc is not None else None   # (a re-raise: what it re-raised)
         barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
         shapes = shape_cues(exc.type, exc.message, [fr.file for fr in exc.frames]) if exc is not None else []

@@ -45,6 +45,7 @@ from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
+from llmtriage.detect.inner_exception import opaque_headline
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
@@ -367,7 +368,10 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     errors = [f for f in findings if f.severity == "error"]
     judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
     if exc is not None and not errors and not judged_here:     # a rule judged that very line: no second opinion
-        u = unknown_finding(exc, lang)
+        # a headline that only points at the stack trace above: the unrecognised exception it points at
+        head = (_cause_before(exc, exceptions, findings, int(verdict_spec()["unknown"]["symptom_lookback"]))
+                if opaque_headline(exc) else None) or exc
+        u = unknown_finding(head, lang)
         if u.severity == "error" and status != "crashed" and (
                 _survived(exc.line, scanner) or _raised_again(exc, exceptions, scanner) or exc.thread):
             reason = (verdict_spec()["unknown"]["thread_reason"] if exc.thread else
