@@ -452,3 +452,20 @@ def test_an_error_while_writing_a_file_is_never_read_as_a_damaged_checkpoint():
     assert got is not None and got[0] == "filesystem-error"
     # ... but a bare EINVAL (a socket, an ioctl) names no family
     assert family_of("OSError: [Errno 22] Invalid argument") is None
+
+
+def test_a_timeout_in_the_launchers_own_rendezvous_is_a_setup_failure_not_a_hang():
+    # torchrun's agent forming the static TCPStore rendezvous before any worker started: the nodes never
+    # met (a wrong --node_rank or master address), a communication set-up failure to fix
+    agent = ("/py/site-packages/torch/distributed/launcher/api.py",
+             "/py/site-packages/torch/distributed/elastic/agent/server/api.py",
+             "/py/site-packages/torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py")
+    rep, top = _top(_raised_in("torch.distributed.DistStoreError: Socket Timeout", *agent))
+    assert (top.rule_id, top.category) == ("unknown", "nccl-error"), (top.rule_id, top.category)
+    assert "timeout in the launcher's rendezvous" in top.captures["family_words"]
+    assert rep.extra["action"] == "fix"
+    # the same words raised from a worker's own store set-up keep the collective reading
+    from llmtriage.detect.family import shape_cues
+    worker = ["/app/pretrain.py", "/py/site-packages/torch/distributed/rendezvous.py"]
+    assert shape_cues("DistStoreError", "Socket Timeout", worker) == []
+    assert {s[0] for s in shape_cues("DistStoreError", "Socket Timeout", list(agent))} == {"nccl-error", "nccl-timeout"}

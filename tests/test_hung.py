@@ -171,3 +171,12 @@ def test_a_hang_while_loading_a_checkpoint_before_any_step_is_fixed_not_retried(
     assert rep.extra["phase"] in ("model-loading", "data-loading") and errors[0].action == "fix"
     errors, _ = _errors(_log("03:18:30", "12:00:22"))
     assert errors[0].action == "retry"
+
+
+def test_an_undated_bar_that_was_counting_steps_leaves_the_time_limit_to_the_kill():
+    # epochs print tqdm bars with no time stamps; the last stamped line is an earlier save. The bar had
+    # counted 1961 steps: the job was advancing when last seen, and the log cannot date that redraw
+    # (its elapsed runs from the bar's own start), so the time limit is the answer, not a hang
+    errors, rep = _errors(_bar_log(" 67%|██████▋   | 1961/2920 [1:55:01<56:14,  0.28it/s]", "09:02:18"))
+    assert errors[0].rule_id == "slurm-job-cancelled", [f.rule_id for f in errors]
+    assert not any(f.rule_id == "verdict-hung-until-killed" for f in rep.findings)

@@ -1250,3 +1250,18 @@ def test_an_item_skipped_for_its_error_and_the_loop_going_on_is_recovered():
     f = next(f for f in rep.findings if f.rule_id == "vision-sample-shape-invalid")
     assert f.judgement["context"] == "recovered"
     assert errors(run(bars[:120] + err.replace(" skipped:", ":"))), "without the skip and the progress it stays an error"
+
+
+def test_what_a_resume_reports_it_did_not_restore_is_not_survived_by_that_resume():
+    # the loader's own report of optimizer shards it could not fill comes before its "resuming" line and
+    # steps follow: the resume did not survive it, it is what the resume did (still running, still an error)
+    log = ("2026-02-11 09:00:01,002 [Rank 000] Loading distributed checkpoint from /ckpt/run4/8000 ...\n"
+           + "".join(f"2026-02-11 09:00:0{2 + i},101 [Rank 000] 4,096 values missing out of 4,096 for parameter "
+                     f"layers.{i}.mlp.w1.weight in stage {i}, shard exp_avgs (locally 0 out of 0)\n" for i in range(3))
+           + "2026-02-11 09:00:09,500 [Rank 000] Resuming training from iteration 8000\n"
+           + "".join(f"2026-02-11 09:{1 + i:02d}:00,000 [Rank 000] training @ step {8010 + 10 * i}/20000 | "
+                     f"language model loss: {8.4 - i:.3f} | grad norm: 3.1\n" for i in range(5)))
+    rep = llmtriage.analyze(log.encode())
+    errs = [f for f in rep.findings if f.severity == "error"]
+    assert errs and errs[0].rule_id == "resume-optimizer-state-partially-restored", [(f.rule_id, f.severity) for f in rep.findings]
+    assert rep.extra["action"] == "fix"

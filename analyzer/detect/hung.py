@@ -59,6 +59,16 @@ def _bar_time(row: str, before: float) -> Optional[float]:
     return before + int(h or 0) * 3600 + int(m) * 60 + int(s)
 
 
+def _bar_advanced(row: str) -> bool:
+    """The last progress is a tqdm bar with no time stamp after the last stamped line, and it had counted
+    steps. Its elapsed field runs from the bar's own start, which the log does not date (evaluations,
+    saves and earlier undated bars may lie between the stamp and that start), so the stamp plus the
+    elapsed time is only the earliest the redraw can have been: the job was advancing when last seen, and
+    the silence before the kill cannot be measured. A bar still at 0 steps never advanced at all."""
+    found = _BAR_ELAPSED.findall(row)
+    return bool(found) and int(found[-1][0]) > 0
+
+
 def _hours(s: float) -> str:
     h, m = int(s // 3600), int(s % 3600 // 60)
     return f"{h} h {m:02d} min" if h else f"{m} min"
@@ -168,6 +178,8 @@ def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, sp
     win = _Window(scanner, progress, kill.line, kill_at, spec.get("long_phase", "") if kind.get("phase_factor") else "")
     since, at_line, inferred = win.since, win.at_line, False
     if since is None and win.before is not None:
+        if _bar_advanced(win.prog_row):
+            return      # an undated bar that was counting steps: the log cannot date its last redraw
         since, at_line = _bar_time(win.prog_row, win.before), win.before_line
         inferred = since is not None
     if since is None or not win.distributed:
