@@ -62,6 +62,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
         from llmtriage.detect.metric_findings import to_findings   # deferred: as above
         from llmtriage.detect.metric_lr import lr_dead   # deferred: as above
+        from llmtriage.detect.metric_lr_tiny import lr_tiny   # deferred: as above
         from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
         from llmtriage.detect.metric_epoch_repeat import epoch_repeat   # deferred: as above
         from llmtriage.detect.metric_task import task_worsens   # deferred: as above
@@ -83,6 +84,7 @@ class TrainingObserver:
         task_worsens(self.metrics, anomalies)
         anomalies += epoch_repeat(self.metrics, anomalies)
         anomalies += lr_dead(self.metrics, anomalies)
+        anomalies += lr_tiny(self.metrics, anomalies)
         anomalies += grad_climb(self.metrics, anomalies)
         anomalies += first_update_jump(self.metrics, anomalies)
         anomalies += guard_skips(self.metrics, anomalies)
