@@ -67,6 +67,9 @@ def test_every_family_is_a_category_and_every_cue_is_re2_safe():
      "dependency-mismatch"),
     ("Exception: sgl-kernel is installed with version 0.0.5, which is less than the minimum required version 0.0.8.",
      "dependency-mismatch"),
+    ("ValueError: No file with name: model-00001-of-00004.safetensors found in /ckpt/run3.", "weights-not-found"),
+    ("ValueError: model_type: 'qwen3-vl-8b' is not registered. The model_type you can choose: ['qwen2-vl-7b']",
+     "remote-code"),
     # near miss: absent, with no word of an older copy
     ("Exception: decord with minimum required version 0.6.0 is not installed. Please run pip install decord.",
      "missing-dependency"),
