@@ -62,6 +62,17 @@ def test_every_family_is_a_category_and_every_cue_is_re2_safe():
     ("/bin/sh: 1: torchrun: not found", "missing-dependency"),
     ("WARNING: command error: '[Errno 2] No such file or directory: 'python''!", "missing-dependency"),
     ("RuntimeError: PyTorch is not linked with support for mps devices", "cuda-unavailable"),
+    ("Exception: flashinfer_python with minimum required version 0.2.5 is not installed. Please uninstall the old "
+     "version and reinstall the latest version by following the instructions at https://docs.flashinfer.ai/.",
+     "dependency-mismatch"),
+    ("Exception: sgl-kernel is installed with version 0.0.5, which is less than the minimum required version 0.0.8.",
+     "dependency-mismatch"),
+    ("ValueError: No file with name: model-00001-of-00004.safetensors found in /ckpt/run3.", "weights-not-found"),
+    ("ValueError: model_type: 'qwen3-vl-8b' is not registered. The model_type you can choose: ['qwen2-vl-7b']",
+     "remote-code"),
+    # near miss: absent, with no word of an older copy
+    ("Exception: decord with minimum required version 0.6.0 is not installed. Please run pip install decord.",
+     "missing-dependency"),
     ('RuntimeError: Attempted to set the storage of a tensor on device "npu:4" to a storage on different device '
      '"npu:0".  This is no longer allowed; the devices must match.', "device-mismatch"),
 ])
