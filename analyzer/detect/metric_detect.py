@@ -31,7 +31,7 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "zero_unsup": "metric-loss-zero-no-label-token", "zero_blown": "metric-loss-zero-after-grad-explosion", "xla_recompile": "metric-xla-recompiling",
             "step_untimed": "metric-step-time-untimed", "first_epoch_low": "metric-loss-near-zero-first-epoch",
             "guard_skip": "metric-guard-skips-every-step", "val_perfect": "metric-validation-perfect-early",
-            "step_wait": "metric-step-wait-dominates", "mfu_low": "metric-mfu-far-below-peak",
+            "step_wait": "metric-step-wait-dominates", "scaling": "metric-more-gpus-no-faster", "mfu_low": "metric-mfu-far-below-peak",
             "creep": "metric-loss-creeping-up", "resume_drop": "metric-loss-dropped-at-resume", "zero_perfect": "metric-loss-zero-perfect-accuracy",
             "zero_rounded": "metric-loss-below-print-precision", "lr_floor": "metric-lr-floor-early",
             "lr_tiny": "metric-lr-too-small"}
@@ -42,8 +42,8 @@ PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_s
             "diverge": 40, "throughput": 20, "meg_noloss": 57, "low_start": 32, "stuck": 44, "jump": 40,
             "eval_frozen": 46, "lr_dead": 46, "grad_climb": 40, "zero_graded": 57, "zero_masked": 45, "first_jump": 40,
             "zero_unsup": 56, "zero_blown": 57, "xla_recompile": 20, "step_untimed": 20, "first_epoch_low": 32,
-            "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32, "zero_perfect": 57, "zero_rounded": 45,
-            "lr_floor": 46, "lr_tiny": 46}
+            "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "scaling": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32,
+            "zero_perfect": 57, "zero_rounded": 45, "lr_floor": 46, "lr_tiny": 46}
 
 
 def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:

@@ -28,6 +28,7 @@ class TrainingObserver:
         from llmtriage.detect.xla_compile import XlaCompileTracker   # deferred: as above
         from llmtriage.detect.step_breakdown import StepBreakdownTracker   # deferred: as above
         from llmtriage.detect.step_waits import StepWaitTracker   # deferred: as above
+        from llmtriage.detect.throughput_scaling import ScalingTracker   # deferred: as above
         from llmtriage.detect.mfu import MfuTracker   # deferred: as above
         from llmtriage.detect.metric_resume import ResumeMarks   # deferred: as above
 
@@ -38,6 +39,7 @@ class TrainingObserver:
         self.xla = XlaCompileTracker()
         self.breakdown = StepBreakdownTracker()
         self.waits = StepWaitTracker()
+        self.scaling = ScalingTracker()
         self.mfu = MfuTracker()
         self.resumes = ResumeMarks()
         self._ends_nl = True
@@ -54,6 +56,7 @@ class TrainingObserver:
         self.xla.feed(lines, line_base)
         self.breakdown.feed(lines, line_base)
         self.waits.feed(lines, line_base)
+        self.scaling.feed(lines, line_base)
         self.mfu.feed(lines, line_base)
         self.resumes.feed(lines, line_base)
         self.untrained.feed(view, line_base)
@@ -97,6 +100,8 @@ class TrainingObserver:
         anomalies += self.breakdown.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.waits.detect(recs[0].line if recs else None)   # (a slowdown already named says it)
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.scaling.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.mfu.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))

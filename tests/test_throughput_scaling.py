@@ -1,0 +1,80 @@
+"""metric-more-gpus-no-faster (detect/throughput_scaling.py) and lone underused snapshots (detect/throughput_util.py)."""
+from __future__ import annotations
+
+from llmtriage.detect.metrics import THRESHOLDS
+from llmtriage.detect.throughput_scaling import ScalingTracker
+from llmtriage.detect.throughput_util import underused
+
+
+def _feed(text: str) -> ScalingTracker:
+    t = ScalingTracker()
+    t.feed(text.encode(), 1)
+    return t
+
+
+def _hf(cmd: str, batch: int, secs: str, steps: int = 40) -> str:
+    return (f"$ {cmd}\n"
+            f"[INFO|trainer.py:2321] >>   Total train batch size (w. parallel, distributed & accumulation) = {batch}\n"
+            f"  5%|▍         | {steps}/800 [{secs}<1:00:00,  9.99s/it]\n")
+
+
+def test_more_gpus_no_more_samples_per_second_is_an_error():
+    log = _hf("CUDA_VISIBLE_DEVICES=0 llamafactory-cli train sft.yaml", 16, "01:00") + \
+        _hf("torchrun --nproc_per_node 4 --nnodes 1 src/train.py", 64, "04:10")
+    [a] = _feed(log).detect()
+    assert a.kind == "scaling" and a.severity == "error" and a.category == "throughput-low"
+    assert a.numbers["gpus_few"] == 1 and a.numbers["gpus_many"] == 4 and a.numbers["unit"] == "samples"
+    assert float(a.numbers["speedup"]) < 1
+
+
+def test_larger_launch_that_scales_raises_nothing():
+    # 4x the GPUs, 4x the batch, each step only a little slower: 3.6x the samples per second
+    log = _hf("CUDA_VISIBLE_DEVICES=0 llamafactory-cli train sft.yaml", 16, "01:00") + \
+        _hf("torchrun --nproc_per_node=4 src/train.py", 64, "01:07")
+    assert _feed(log).detect() == []
+
+
+def test_unknown_gpu_count_or_batch_takes_no_part():
+    # a plain `python train.py` names no GPU count; a launch with no global batch cannot be compared
+    log = _hf("python train.py", 16, "01:00") + _hf("torchrun --nproc_per_node 4 train.py", 64, "09:00")
+    assert _feed(log).detect() == []
+    log = "$ CUDA_VISIBLE_DEVICES=0 python train.py\n  5%| | 40/800 [01:00<1:00:00, 1.5s/it]\n" + \
+        "$ torchrun --nproc_per_node 4 train.py\n  5%| | 40/800 [09:00<1:00:00, 13.5s/it]\n"
+    assert _feed(log).detect() == []
+
+
+def test_steps_per_sec_at_the_same_global_batch():
+    one = "".join(f"(step={i:07d}) Train Loss: 8.0, Train Steps/Sec: 2.9{i % 3}\n" for i in range(1, 6))
+    two = "".join(f"(step={i:07d}) Train Loss: 8.0, Train Steps/Sec: 2.3{i % 3}\n" for i in range(1, 6))
+    log = ("$ torchrun --nnodes=1 --nproc_per_node=8 train.py --global-batch-size 256\n" + one +
+           "$ torchrun --nnodes=2 --nproc_per_node=8 train.py --global-batch-size 256\n" + two)
+    [a] = _feed(log).detect()
+    assert a.numbers["gpus_few"] == 8 and a.numbers["gpus_many"] == 16
+
+
+def test_tokens_per_second_per_gpu_against_a_single_device_run():
+    dist = "".join(f"Step {i} | loss:2.4 tokens_per_second_per_gpu:{590 + i}.5\n" for i in range(1, 8))
+    single = "".join(f"Step {i} | loss:2.4 tokens_per_second_per_gpu:{2500 + i}.5\n" for i in range(1, 8))
+    log = ("$ tune run --nproc_per_node 4 lora_finetune_distributed --config x\n" + dist +
+           "$ tune run lora_finetune_single_device --config y\n" + single)
+    [a] = _feed(log).detect()
+    assert a.numbers["unit"] == "tokens" and a.numbers["gpus_many"] == 4
+    # per GPU a little lower, in total far more: healthy scaling
+    dist = "".join(f"Step {i} | loss:2.4 tokens_per_second_per_gpu:{2300 + i}.5\n" for i in range(1, 8))
+    log = ("$ tune run --nproc_per_node 4 lora_finetune_distributed --config x\n" + dist +
+           "$ tune run lora_finetune_single_device --config y\n" + single)
+    assert _feed(log).detect() == []
+
+
+def _snap(*utils: int, line: int = 50) -> list[tuple[int, int, int, int]]:
+    return [(u, 9000, 24000, line + i) for i, u in enumerate(utils)]
+
+
+def test_lone_snapshot_with_every_gpu_underused_counts_after_steady_training():
+    assert underused([_snap(24, 19, 27, 22)], THRESHOLDS, steps_before=3)
+    # too early (fewer training records before it), or one GPU busy: no evidence
+    assert underused([_snap(24, 19, 27, 22)], THRESHOLDS, steps_before=1) == []
+    assert underused([_snap(24, 97, 27, 22)], THRESHOLDS, steps_before=10) == []
+    # four or more snapshots: the share rule as before
+    assert underused([_snap(20)] * 3 + [_snap(95)], THRESHOLDS) == [_snap(20)] * 3
+    assert underused([_snap(20)] * 2 + [_snap(95)] * 2, THRESHOLDS) == []
