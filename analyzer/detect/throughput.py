@@ -38,7 +38,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
-from llmtriage.detect.throughput_util import underused
+from llmtriage.detect.throughput_util import search_unprefixed, underused
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
 
@@ -305,7 +305,7 @@ class ThroughputTracker:
         elif m := P["npu"].search(seg):     # npu-smi: AICore(%) then HBM used / total
             row = (int(m.group(1)), int(m.group(2)), int(m.group(3)), line)
         else:
-            m = P["csv"].search(seg)
+            m = search_unprefixed(P["csv"], seg)
             if m is None:
                 return
             row = (int(m.group(2)), int(m.group(3)), None, line)

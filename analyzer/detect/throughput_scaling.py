@@ -21,6 +21,7 @@ import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median
+from llmtriage.engine.logparse import split_prefix
 
 MIN_BAR_STEPS = 10
 MIN_RATES = 3
@@ -44,6 +45,11 @@ _RATE = re.compile(rb"Steps/Sec: ([0-9.]+)")
 _TOK_GPU = re.compile(rb"tokens_per_second_per_gpu[:=]\s*([0-9.]+)")
 _TOK = re.compile(rb"[0-9.]+ sec total, ([0-9.]+) tokens/sec")
 _NOT_TRAIN = re.compile(rb"(?i)checkpoint shards|tokeniz|map\b|filter|generat|eval|predict|download|processed prompts|loading")
+
+
+
+def _unprefixed(line: bytes) -> bytes:
+    return split_prefix(line.decode("utf-8", "replace")).text.encode("utf-8")
 
 
 def _world(cmd: bytes) -> Optional[int]:
@@ -87,10 +93,12 @@ class ScalingTracker:
             if len(raw) > 4096:
                 continue
             m = _LAUNCH.match(raw)
+            if m is None and (b"$ " in raw or b"+ " in raw):
+                m = _LAUNCH.match(_unprefixed(raw))    # the same command under a launcher's or logger's prefix
             if m:
                 if len(self.runs) < KEEP:
-                    g = _GBS_ARG.search(raw)
-                    self.runs.append({"line": line_base + i, "world": _world(raw), "batch": int(g.group(1)) if g else None,
+                    g = _GBS_ARG.search(m.group(1))
+                    self.runs.append({"line": line_base + i, "world": _world(m.group(1)), "batch": int(g.group(1)) if g else None,
                                       "bar": None, "rates": [], "toks": [], "last": line_base + i})
                 continue
             if not self.runs:

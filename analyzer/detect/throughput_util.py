@@ -14,7 +14,7 @@ Idle snapshots (<= idle_util on most GPUs) are judged by throughput.py before th
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from llmtriage.detect.metrics import Thresholds
 
@@ -30,3 +30,9 @@ def underused(snaps: list[Snap], th: Thresholds, steps_before: int = 0) -> list[
     if snaps and len(low) == len(snaps) and steps_before >= LOW_MIN_STEPS:
         return low
     return []
+
+
+def search_unprefixed(pattern: Any, seg: bytes) -> Any:
+    """pattern.search on a line, then on the line without a launcher's or logger's prefix ([rank3]:, a host, a time)."""
+    from llmtriage.engine.logparse import split_prefix   # deferred: only for rows the plain search missed
+    return pattern.search(seg) or pattern.search(split_prefix(seg.decode("utf-8", "replace")).text.encode("utf-8"))
