@@ -31,6 +31,8 @@ KEEP = 16              # launches read
 _GATE = re.compile(rb"(?m)^\s*(?:\(\S+\)\s*)?(?:\S*[$#] |\+ )|Total train batch size|s/it[\],]|it/s[\],]|Steps/Sec: ")
 _LAUNCH = re.compile(rb"^\s*(?:\(\S+\)\s*)?(?:\S*\$ |\+ )(.*(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate launch|deepspeed"
                      rb"|llamafactory-cli train|tune run|python3? \S+\.py).*)")
+_LAUNCH_GATE = re.compile(rb"[$+] [^\n]*(?:torchrun|torch\.distributed\.|accelerate launch|deepspeed|llamafactory-cli train"
+                          rb"|tune run|python)")
 _NPROC = re.compile(rb"--nproc[_-]per[_-]node[= ]+([0-9]+)")
 _NNODES = re.compile(rb"--nnodes[= ]+([0-9]+)")
 _NUMPROC = re.compile(rb"--num[_-]processes[= ]+([0-9]+)")
@@ -87,8 +89,8 @@ class ScalingTracker:
         self.runs: list[dict[str, Any]] = []     # {line, world, batch, bar: (steps, secs), rates: [..]}
 
     def feed(self, lines: bytes, line_base: int) -> None:
-        if _GATE.search(lines) is None:
-            return
+        if _GATE.search(lines) is None or (not self.runs and _LAUNCH_GATE.search(lines) is None):
+            return      # (no launch read yet and none in this block: nothing to attribute speeds to, skip the line loop)
         for i, raw in enumerate(lines.split(b"\n")):
             if len(raw) > 4096:
                 continue
