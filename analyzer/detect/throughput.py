@@ -51,7 +51,7 @@ TAIL = 512
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC)
-_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|, +[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
+_RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|(?:, +|(?m:^) *)[0-9]+ ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
              rb"(?m:^#\s*(?:Date\s+Time\s+)?gpu\s)|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
@@ -75,8 +75,8 @@ _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput:
 _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/s\): ([0-9.]+)"
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
 # `--query-gpu=index,utilization.gpu,memory.used`; text columns (name, pci.bus_id) may stand between the
-# index and the utilisation: `0, NVIDIA A800-SXM4-80GB, 14 %, 41233 MiB`
-_SMI_CSV = rb"^\s*([0-9]+), +(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +([0-9]+) ?MiB"
+# index and the utilisation: `0, NVIDIA A800-SXM4-80GB, 14 %, 41233 MiB`; no index, utilization.memory: `9 %, 6 %, 5123 MiB`
+_SMI_CSV = rb"^\s*(?:([0-9]+), +)?(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +(?:[0-9]+ ?%, +)?([0-9]+) ?MiB"
 _NPU_SMI = rb"\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]\s+\|\s*([0-9]+)\s+[0-9]+\s*/\s*[0-9]+\s+([0-9]+)\s*/\s*([0-9]+)\s*\|"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
 _LABEL_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.,]+Z?\s*)?(?:\S+:(?:\s+|$))?(?:[\[(][^\])]*[\])]:?\s*)*")

@@ -42,11 +42,11 @@ _DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+)
 
 
 LOOP_SRC = (rb"\bTime +[0-9.]+ +\( *[0-9.]+\)|[\s,]time: [0-9.]+,?\s+data_time: |[0-9](?:ms|us|s)/step\b|Time Taken: [0-9]|time/[0-9]+ ?steps: [0-9]"
-            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|Train throughput/samples_per_sec: [0-9]|\btime\(s\): [0-9]")
+            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|Train throughput/samples_per_sec: [0-9]|\btime\(s\): [0-9]|\bms/batch +[0-9]")
 _LOOP = re.compile(rb"\bTime +([0-9.]+) +\( *[0-9.]+\)|[\s,]time: ([0-9.]+),?\s+data_time: |\b([0-9.]+)(ms|us|s)/step\b"
                    rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b|; ([0-9.]+) sec/batch\)"
                    rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b|Train throughput/samples_per_sec: ([0-9.]+)"
-                   rb"|\biter(?:ation)?:? +[0-9]+\b[^\n]*?\btime\(s\): ([0-9.]+) ?s\b")
+                   rb"|\biter(?:ation)?:? +[0-9]+\b[^\n]*?\btime\(s\): ([0-9.]+) ?s\b|\bms/batch +([0-9.]+)")
 _ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
 _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
 
@@ -71,6 +71,8 @@ def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
         return ("rate", 1.0 / r, None) if r > 0 else None
     if m.group(12) is not None:     # a report interval's wall time: "iter: 300 train_loss: 2.74 ... time(s): 282.1 s"
         return "loop", float(m.group(12)), None
+    if m.group(13) is not None:     # PyTorch's example loops: "| step    100 | lr 0.10000 | ms/batch 3637.69 | train loss"
+        return "loop", float(m.group(13)) * 1e-3, None
     it = _ITER.search(seg, 0, m.start())
     key = it.group(1) + b":" + it.group(2) if it else None
     if m.group(3) is not None:
