@@ -301,6 +301,10 @@ def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> l
     blind = all(r.grad_norm is None for r in fin)
     if fin[0].loss < th.fall_from and not (blind and max(r.loss for r in tail) * BLIND_DROP <= fin[0].loss):  # type: ignore[operator,type-var]
         return []
+    if blind and not all(r.loss > 0 for r in tail):  # type: ignore[operator]
+        return []       # an exact 0 (a Trainer's rounded or hidden-NaN 0.0) or a negative loss (Dice + CE) is no blind collapse
+    if blind and fin[0].loss >= th.fall_from and all(r.epoch is not None and r.epoch <= 1.0 for r in tail):  # type: ignore[operator]
+        return []       # metric_leak.first_epoch_low reads it (every record of the tail inside the first epoch)
     if not blind and any(g is None or not finite(g) for g in grads):
         return []
     if not blind and ((all(g <= th.zero_grad for g in grads) and not descended) or any(g >= th.collapse_grad for g in grads)):  # type: ignore[operator]

@@ -38,7 +38,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
-from llmtriage.detect.throughput_util import NPU_SMI, SMI, SMI_CSV, search_unprefixed, underused
+from llmtriage.detect.throughput_util import search_unprefixed, underused
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
 
@@ -73,6 +73,11 @@ _VERL_SAVE = rb"timing_s/save_checkpoint:([0-9.]+)"
 _VLLM = rb"Avg prompt throughput: ([0-9.]+) tokens/s, Avg generation throughput: ([0-9.]+) tokens/s, Running: ([0-9]+) req"
 # SGLang's scheduler: "Decode batch, #running-req: 4, ..., gen throughput (token/s): 429.62, #queue-req: 3"
 _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/s\): ([0-9.]+)"
+_SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
+# `--query-gpu=index,utilization.gpu,memory.used`; text columns (name, pci.bus_id) may stand between the
+# index and the utilisation: `0, NVIDIA A800-SXM4-80GB, 14 %, 41233 MiB`; no index, utilization.memory: `9 %, 6 %, 5123 MiB`
+_SMI_CSV = rb"^\s*(?:([0-9]+), +)?(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +(?:[0-9]+ ?%, +)?([0-9]+) ?MiB"
+_NPU_SMI = rb"\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]\s+\|\s*([0-9]+)\s+[0-9]+\s*/\s*[0-9]+\s+([0-9]+)\s*/\s*([0-9]+)\s*\|"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
 _LABEL_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.,]+Z?\s*)?(?:\S+:(?:\s+|$))?(?:[\[(][^\])]*[\])]:?\s*)*")
 _EAGER = re.compile(rb"""enforce_eager['"]?\s*[:=]\s*True|--enforce-eager(?:\s|$)|enforce_eager=true""")
@@ -105,8 +110,8 @@ class _Rx(Lazy):
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
-                                               ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", SMI),
-                                               ("csv", SMI_CSV), ("npu", NPU_SMI), ("stop", _STOP))}
+                                               ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
+                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("stop", _STOP))}
 
 
 _RX = _Rx()
@@ -123,7 +128,6 @@ class ThroughputTracker:
         self.last_entry_line = 0
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
         self._snap_line = -10
-        self._snap_ts: Optional[bytes] = None     # the time stamp of the last nvidia-smi CSV row, when it printed one
         self._last_bar: dict[tuple[int, int], tuple[int, str]] = {}
         self.finished_line = 0
         self.stop: Optional[tuple[str, int]] = None
@@ -304,13 +308,9 @@ class ThroughputTracker:
             m = search_unprefixed(P["csv"], seg)
             if m is None:
                 return
-            row = (int(m.group(3)), int(m.group(4)), None, line)
-        csv = m.re.pattern == SMI_CSV
-        ts = m.group(1) if csv else None
-        if (line - self._snap_line > 3 or not self.snaps or (csv and m.group(2) == b"0")
-                or (ts is not None and self._snap_ts is not None and ts != self._snap_ts)):
+            row = (int(m.group(2)), int(m.group(3)), None, line)
+        if line - self._snap_line > 3 or not self.snaps or (m.re.pattern == _SMI_CSV and m.group(1) == b"0"):
             self.snaps.append([])
-        self._snap_ts = ts
         self._snap_line = line
         if len(self.snaps) <= 256:
             self.snaps[-1].append(row)

@@ -21,16 +21,6 @@ from llmtriage.detect.metrics import Thresholds
 Snap = list[tuple[int, Optional[int], Optional[int], int]]    # [(util, used, total, line)]
 LOW_MIN_STEPS = 3      # training records before a lone snapshot for it to count
 
-# device snapshots (throughput.py): nvidia-smi's table row, its CSV rows, npu-smi's table row
-SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
-# `--query-gpu=index,utilization.gpu,memory.used`; text columns (name, pci.bus_id) may stand between the
-# index and the utilisation: `0, NVIDIA A800-SXM4-80GB, 14 %, 41233 MiB`; no index, utilization.memory: `9 %, 6 %, 5123 MiB`;
-# `--query-gpu=timestamp,...` puts the sample's time first (`2023/05/15 14:21:02.512, NVIDIA ..., 24 %, 23870 MiB`): a new
-# second is a new sample (`-l 2` without an index prints one row per GPU per sample)
-SMI_CSV = (rb"^\s*(?:([0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.[0-9]+)?, +)?(?:([0-9]+), +)?"
-            rb"(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +(?:[0-9]+ ?%, +)?([0-9]+) ?MiB")
-NPU_SMI = rb"\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]\s+\|\s*([0-9]+)\s+[0-9]+\s*/\s*[0-9]+\s+([0-9]+)\s*/\s*([0-9]+)\s*\|"
-
 
 def underused(snaps: list[Snap], th: Thresholds, steps_before: int = 0) -> list[Snap]:
     """The underused snapshots that make the finding, or [] when they do not."""
