@@ -280,19 +280,34 @@ def _fall(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     return []
 
 
+BLIND_DROP = 100.0      # _collapse without a gradient norm: the tail at least this many times below the first loss
+
+
 def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> list[Anomaly]:
     """The last flat_min_records losses under collapse_loss with grad_norm under collapse_grad (not
     all exactly 0: that is zero_grad), from a first loss >= fall_from: within the first epoch the model
     copies its input (labels not shifted / leaked) - an error; later epochs are `metric_memorise`'s (a tiny dataset memorised). `descended`: _flat saw the loss reach ~0 step by step (a grad printed 0 is rounding)."""
     th = t.th
     n = th.flat_min_records
-    if t.first_nonfinite is not None or len(fin) < n + 1 or fin[0].loss < th.fall_from or fin[0].rl:  # type: ignore[operator]
+    if t.first_nonfinite is not None or len(fin) < n + 1 or fin[0].rl:
         return []
     tail = fin[-n:]
     grads = [r.grad_norm for r in tail]
-    if not all(r.loss < th.collapse_loss for r in tail) or any(g is None or not finite(g) for g in grads):  # type: ignore[operator]
+    if not all(r.loss < th.collapse_loss for r in tail):  # type: ignore[operator]
         return []
-    if (all(g <= th.zero_grad for g in grads) and not descended) or any(g >= th.collapse_grad for g in grads):  # type: ignore[operator]
+    # a log that never prints a gradient norm (darkflow, the PyTorch examples' meters, Keras) has only the loss to go
+    # by: down to under collapse_loss, BLIND_DROP x below the first loss (ln 2 of a binary task counts too), and never
+    # back above it is the same shortcut
+    blind = all(r.grad_norm is None for r in fin)
+    if fin[0].loss < th.fall_from and not (blind and max(r.loss for r in tail) * BLIND_DROP <= fin[0].loss):  # type: ignore[operator,type-var]
+        return []
+    if blind and not all(r.loss > 0 for r in tail):  # type: ignore[operator]
+        return []       # an exact 0 (a Trainer's rounded or hidden-NaN 0.0) or a negative loss (Dice + CE) is no blind collapse
+    if blind and fin[0].loss >= th.fall_from and all(r.epoch is not None and r.epoch <= 1.0 for r in tail):  # type: ignore[operator]
+        return []       # metric_leak.first_epoch_low reads it (every record of the tail inside the first epoch)
+    if not blind and any(g is None or not finite(g) for g in grads):
+        return []
+    if not blind and ((all(g <= th.zero_grad for g in grads) and not descended) or any(g >= th.collapse_grad for g in grads)):  # type: ignore[operator]
         return []
     i = len(fin) - n
     while i > 0 and fin[i - 1].loss < th.collapse_loss:  # type: ignore[operator]
@@ -300,7 +315,7 @@ def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> l
     at = fin[i]
     ep = at.epoch
     nums = {"from_loss": fmt(fin[0].loss), "from": fin[0].at, "loss": fmt(tail[-1].loss), "at": at.at,
-            "records": len(fin) - i, "grad_norm": fmt(max(grads)), "epoch": fmt(ep) if ep is not None else None}  # type: ignore[type-var]
+            "records": len(fin) - i, "grad_norm": None if blind else fmt(max(grads)), "epoch": fmt(ep) if ep is not None else None}  # type: ignore[type-var]
     if ep is not None and ep >= 1.0:
         return []
     return [Anomaly("collapse", "loss-suspicious", "error", at.line, tail[-1].line, at.step, len(fin) - i, nums)]

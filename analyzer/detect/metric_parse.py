@@ -51,9 +51,14 @@ ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]
               # dash-separated fields without a colon (darkflow: "step 12 - loss 3.21 - moving ave loss 9.87")
               rb"""|\bstep [0-9]+ - loss [-+0-9.NnIi]"""
               # the PyTorch examples' AverageMeter: "Epoch: [0][ 250/5005]\tTime 0.430 (0.430)\tLoss 0.0004 (0.0005)"
-              rb"""|\b[Ll]oss +[-+0-9.NnIi][0-9.eE+-]* +\( *[-+0-9.NnIi]""")
-# "Epoch 2/3" (Keras, tqdm descriptions) counts from 1; "epoch 0.5" in a record counts epochs completed
-EPOCH_OF_SRC = rb"(?i)\bepoch\s+([0-9]+)\s*/\s*([0-9]+)"
+              rb"""|\b[Ll]oss +[-+0-9.NnIi][0-9.eE+-]* +\( *[-+0-9.NnIi]"""
+              # comma-separated fields without a colon ("epoch 0, step 100, loss 0.6931, auc 0.5012")
+              rb"""|\bstep [0-9]+, loss [-+0-9.NnIi]"""
+              # MMF's logistics callback: "progress: 100/60000, train/vqa2/logit_bce: 22.31, train/total_loss: 22.31, ..."
+              rb"""|\btrain/total_loss:\s*[-+0-9.NnIi]""")
+# "Epoch 2/3" (Keras, tqdm descriptions) and "Epoch [2/3]" (the PyTorch tutorials' loops) count from 1; "epoch 0.5"
+# in a record counts epochs completed
+EPOCH_OF_SRC = rb"(?i)\bepoch\s*(?:\s|\[\s*)([0-9]+)\s*/\s*([0-9]+)"
 # (mmengine / xtuner: "Iter(train) [  10/12867]")
 STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*|\biter\s+(?=[0-9]+:)|\biter\(train\)\s*\[\s*)([0-9]+)(?:\s*/\s*([0-9]+))?"""
 BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
@@ -70,9 +75,9 @@ FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:
             rb"""16-bits training: True|torch\.cuda\.amp\.GradScaler|\bGradScaler\(""")
 
 _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
-         rb"train_loss_step", rb"train_loss", rb"loss/train", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
+         rb"train_loss_step", rb"train_loss", rb"loss/train", rb"train/total_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
          rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
-         rb"global_step(?:/max_steps)?", rb"current_steps", rb"step", rb"iteration", rb"iter")
+         rb"global_step(?:/max_steps)?", rb"current_steps", rb"num_updates", rb"step", rb"iteration", rb"iter")
 _VALUE = (rb"""(?:\]|['"])?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
           rb"""|inf(?:inity)?))""")
 KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
@@ -80,16 +85,17 @@ KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
 # pattern then starts with a set of letters, which `re` skips to instead of trying every position.
 _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:] for k in _KEYS) + b")" + _VALUE
 
-_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss/train": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
+_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss/train": 1, b"train/total_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
-          b"epoch": 4, b"current_steps": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
+          b"epoch": 4, b"current_steps": 0, b"num_updates": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
 _MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")
 # "Epoch: [0][ 250/5005]" (PyTorch examples, 0-based) / "Epoch [1][3100/23454]" (mmcv, 1-based): read as
 # 0-based, epochs completed = e + i/n (a 1-based log reads one epoch later: never earlier than it is)
 _EPOCH_ITER = re.compile(rb"(?i)\bepoch:? \[ *([0-9]+)\]\[ *([0-9]+)/([0-9]+)\]")
-# a learning rate printed with fixed decimals that are all 0 ("actor/lr:0.000" for 1e-6) is below the
-# display's precision, not 0; "0", "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
-_BELOW_PRECISION = re.compile(rb"0\.00+\Z")
+# a learning rate printed with fixed decimals that are all 0 ("actor/lr:0.000" for 1e-6), or with its zeros
+# stripped to a bare point (MMF's "lr: 0." during warm-up), is below the display's precision, not 0; "0",
+# "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
+_BELOW_PRECISION = re.compile(rb"0\.(?:00+)?\Z")
 # words of RL post-training records (GRPO/PPO): their loss may be 0 at the start or negative, by design
 _RL_WORDS = (b"reward", b"'kl'", b"kl_loss", b"pg_loss", b"policy_loss", b"advantage", b"completion_length",
              b"completions/", b"clip_ratio")
