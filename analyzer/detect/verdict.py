@@ -29,6 +29,7 @@ from llmtriage.engine.redact import clip
 from llmtriage.detect.pasted import pasted_after
 from llmtriage.detect.logged_handler import handled_before
 from llmtriage.detect.consequence import crash_after_cause, death_after_warning_cause
+from llmtriage.detect.escalation import kill_after_term
 from llmtriage.detect.inner_error import wrapper_yields_to_inner
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
@@ -218,7 +219,8 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
         if (f.severity == "error" and status == "finished" and finish is not None
                 and f.category not in spec["finished"].get("keep_categories", ())
                 and f.rule_id not in spec["finished"].get("keep_rules", ())):
-            _demote(f, spec["finished"]["severity"], tr(spec["finished"]["reason"], lang, line=finish["line"]), "finished")
+            key = "reason_before" if f.line > finish["line"] and spec["finished"].get("reason_before") else "reason"
+            _demote(f, spec["finished"]["severity"], tr(spec["finished"][key], lang, line=finish["line"]), "finished")
 
 
 def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang: Optional[str],
@@ -408,6 +410,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
+    kill_after_term(findings, verdict_spec().get("kill_after_term"), lang)
     wrapper_yields_to_inner(findings, verdict_spec().get("wrapper_inner"), lang)
     death_after_warning_cause(findings, verdict_spec().get("death_after_warning"), set(verdict_spec()["explains_death"]),
                               verdict_spec()["explains_reason"], lang)
