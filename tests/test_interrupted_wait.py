@@ -73,3 +73,10 @@ def test_a_large_dev_shm_explains_nothing():
 
 def test_no_interrupt_is_no_stall():
     assert _errors(_SHM.replace("^C\n[rank: 0] Received SIGINT, terminating...\n", "")) == []
+
+
+def test_interrupt_while_a_download_reads_is_no_hub_hang():
+    # the response was arriving (a slow download the user gave up on), not a connection never answered
+    log = _HUB_STACK.replace('  File "/usr/lib/python3.11/socket.py", line 836, in create_connection\n    sock.connect(sa)\n',
+                             '  File "/usr/lib/python3.11/ssl.py", line 1134, in read\n    return self._sslobj.read(len, buffer)\n')
+    assert _errors(log) == []

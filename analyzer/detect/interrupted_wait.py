@@ -26,12 +26,15 @@ from llmtriage.templates import render_template
 
 
 def _blocked(exc: ExceptionInfo, entry: dict[str, Any]) -> Optional[str]:
-    """The hub client frame's file when the exception's innermost `deep` frames wait in `innermost` code
-    and a frame above them is a `frames` client; else None."""
+    """The hub client frame's file when the exception's innermost frame waits in `innermost` code (in a
+    `functions` call: connecting, resolving, the TLS handshake) and a frame above it is a `frames` client;
+    else None."""
     files = [fr.file for fr in exc.frames]
     deep = files[-int(entry.get("deep", 3)):]
     if not deep or not compiled(entry["innermost"]).search(deep[-1]):
         return None
+    if entry.get("functions") and not compiled(entry["functions"]).search(exc.frames[-1].function or ""):
+        return None     # (reading a response that is arriving: a slow download, not a request never answered)
     client = compiled(entry["frames"])
     return next((f for f in reversed(files) if client.search(f)), None)
 
