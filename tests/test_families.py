@@ -262,6 +262,8 @@ def _raised_in(headline: str, *files: str) -> str:
     # ... or re-raised from a datasets.map worker process (num_proc > 1)
     ("KeyError", "'user'", ["/ws/LLaMA-Factory/src/llamafactory/data/aligner.py", "/py/site-packages/datasets/arrow_dataset.py",
                             "/py/site-packages/datasets/utils/py_utils.py", "/py/site-packages/multiprocess/pool.py"], "data-corrupt"),
+    # the pip-installed framework does not know a stage that only the project's fork / a newer release has
+    ("ValueError", "Unknown task: sft-classifier.", ["/py/site-packages/llamafactory/train/tuner.py"], "dependency-mismatch"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -289,6 +291,7 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     ("ValueError", "not enough values to unpack (expected 2, got 1)", ["/app/data/prepare.py"]),   # the user's own data code
     ("AttributeError", "'NoneType' object has no attribute 'mask_token'",
      ["/py/site-packages/transformers/hf_argparser.py", "<string>", "/app/my_args.py"]),   # the user's own __post_init__
+    ("ValueError", "Unknown task: summarise", ["/app/run_eval.py"]),            # the user's own script refusing its argument
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues

@@ -1,0 +1,82 @@
+"""detect/interrupted_wait.py: a job the user stopped with Ctrl-C while it waited, with no error of its own."""
+from __future__ import annotations
+
+from llmtriage import analyze
+
+_HUB_STACK = """\
+Loading model from Qwen/Qwen2.5-7B-Instruct ...
+^CTraceback (most recent call last):
+  File "/home/u/sft/train.py", line 41, in <module>
+    tok = AutoTokenizer.from_pretrained(args.model)
+  File "/opt/venv/lib/python3.11/site-packages/transformers/utils/hub.py", line 424, in cached_files
+    hf_hub_download(
+  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/file_download.py", line 1010, in hf_hub_download
+    return _hf_hub_download_to_cache_dir(
+  File "/opt/venv/lib/python3.11/site-packages/requests/sessions.py", line 703, in send
+    r = adapter.send(request, **kwargs)
+  File "/opt/venv/lib/python3.11/site-packages/urllib3/connection.py", line 198, in _new_conn
+    sock = connection.create_connection(
+  File "/usr/lib/python3.11/socket.py", line 836, in create_connection
+    sock.connect(sa)
+KeyboardInterrupt
+"""
+
+_LOCAL_STACK = """\
+step 12/400 loss 1.93
+^CTraceback (most recent call last):
+  File "/home/u/sft/train.py", line 88, in <module>
+    loss.backward()
+  File "/opt/venv/lib/python3.11/site-packages/torch/_tensor.py", line 581, in backward
+    torch.autograd.backward(
+KeyboardInterrupt
+"""
+
+_SHM = """\
+$ df -h /dev/shm
+Filesystem      Size  Used Avail Use% Mounted on
+shm              64M     0   64M   0% /dev/shm
+$ torchrun --nproc_per_node 2 train.py
+Epoch 0:   0%|          | 0/800 [00:00<?, ?it/s]
+^C
+[rank: 0] Received SIGINT, terminating...
+"""
+
+
+def _errors(text):
+    return [f for f in analyze(text).findings if f.severity == "error"]
+
+
+def test_interrupt_inside_a_hub_clients_socket_connect_is_a_hub_hang():
+    errors = _errors(_HUB_STACK)
+    assert errors[0].rule_id == "verdict-interrupted-in-hub-request" and errors[0].category == "hub-unreachable"
+    assert errors[0].action == "fix"
+    assert "huggingface_hub" in errors[0].captures["client"]
+
+
+def test_interrupt_in_the_users_own_compute_is_no_hub_hang():
+    assert _errors(_LOCAL_STACK) == []
+
+
+def test_interrupt_before_the_first_step_with_a_tiny_dev_shm_is_an_shm_stall():
+    errors = _errors(_SHM)
+    assert errors[0].rule_id == "verdict-stalled-first-step-small-shm" and errors[0].category == "shm-exhausted"
+
+
+def test_a_loop_that_advanced_before_the_interrupt_is_no_shm_stall():
+    log = _SHM.replace("^C\n", "Epoch 0:   1%|          | 8/800 [00:41<1:07:12,  5.09s/it]\n^C\n")
+    assert _errors(log) == []
+
+
+def test_a_large_dev_shm_explains_nothing():
+    assert _errors(_SHM.replace("64M     0   64M", " 16G     0   16G")) == []
+
+
+def test_no_interrupt_is_no_stall():
+    assert _errors(_SHM.replace("^C\n[rank: 0] Received SIGINT, terminating...\n", "")) == []
+
+
+def test_interrupt_while_a_download_reads_is_no_hub_hang():
+    # the response was arriving (a slow download the user gave up on), not a connection never answered
+    log = _HUB_STACK.replace('  File "/usr/lib/python3.11/socket.py", line 836, in create_connection\n    sock.connect(sa)\n',
+                             '  File "/usr/lib/python3.11/ssl.py", line 1134, in read\n    return self._sslobj.read(len, buffer)\n')
+    assert _errors(log) == []
