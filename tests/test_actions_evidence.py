@@ -124,6 +124,20 @@ def test_stale_handle_on_a_shared_dataset_cache_is_fix():
     assert action(ckpt)[0] == "retry"
 
 
+def test_stale_handle_on_a_cache_lock_file_is_fix():
+    # the error line names no path: the filelock frames say a cache's lock file went stale (hub snapshot_download)
+    lock = ("Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.11/site-packages/huggingface_hub/_snapshot_download.py", line 296, in snapshot_download\n'
+            "    with WeakFileLock(lock_path):\n"
+            '  File "/usr/lib/python3.11/site-packages/filelock/_api.py", line 376, in __exit__\n'
+            "    self.release()\n"
+            '  File "/usr/lib/python3.11/site-packages/filelock/_unix.py", line 67, in _release\n'
+            "    os.close(fd)\n"
+            "OSError: [Errno 116] Stale file handle\n")
+    act, reason = action(lock)
+    assert act == "fix" and "lock file" in reason
+
+
 def test_timeout_raised_from_a_save_is_fix():
     log = ("+ deepspeed train_sft.py --zero_stage 3\n" + TRAINING +
            "[rank0]: new best eval loss 0.9402 -> saving /ckpt/best_hf\n"
