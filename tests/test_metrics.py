@@ -313,9 +313,15 @@ def test_detector_texts_are_complete():
     verdict_ids = {"rl_kl_diverged": "metric-rl-kl-diverged", "collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
                    "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
                    "interrupted_save": "verdict-resumed-interrupted-save"}
-    assert set(texts) == set(RULE_IDS) | set(verdict_ids)
-    for kind, entry in texts.items():
-        assert entry["rule_id"] == RULE_IDS.get(kind) or entry["rule_id"] == verdict_ids[kind]
+    # interrupted_wait (detect/interrupted_wait): one entry per reading, each a complete text of its own
+    nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm"}}
+    assert set(texts) == set(RULE_IDS) | set(verdict_ids) | set(nested)
+    flat = [(kind, entry) for kind, entry in texts.items() if kind not in nested]
+    for kind, readings in nested.items():
+        assert {k: v["rule_id"] for k, v in texts[kind].items()} == readings
+        flat += [(f"{kind}.{k}", v) for k, v in texts[kind].items()]
+    for kind, entry in flat:
+        assert "." in kind or entry["rule_id"] == RULE_IDS.get(kind) or entry["rule_id"] == verdict_ids[kind]
         en, zh = entry["en"], entry["zh"]
         for lang in (en, zh):
             assert all(lang[k].strip() for k in ("title", "message", "what", "why")), kind
