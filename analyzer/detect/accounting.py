@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Optional
 
-from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.scanner import Scanner
 from llmtriage.engine.redact import clip
 from llmtriage.findings import Finding
@@ -113,15 +113,9 @@ def memory_at_limit(findings: list[Finding], scanner: Scanner, report: Any, spec
     if hit is None:
         return
     entry = detector_texts()["memory_at_limit"]
-    text = entry["zh" if lang == "zh" else "en"]
-    message = render_template(text["message"], hit).strip()
-    line = int(hit["line"])
-    findings.append(Finding(
-        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"], message=message,
-        line=line, evidence=clip(hit["row"].strip(), 2000) or message,
-        captures={k: v for k, v in hit.items() if v and k != "row"}, cause=text["why"],
-        explanation=text["what"], role="cause", confidence="medium", priority=int(entry.get("priority", 60)),
-        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]]))
+    text = detector_text(entry, lang)
+    findings.append(detector_finding(entry, text, hit, line=int(hit["line"]), evidence=clip(hit["row"].strip(), 2000),
+                                     default_priority=60, captures={k: v for k, v in hit.items() if v and k != "row"}))
     reason = render_template(text["kill_reason"], hit).strip()
     for f in errors:
         f.judgement = {"context": "memory-at-limit", "severity_was": f.severity, "reason": reason}

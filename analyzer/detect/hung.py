@@ -22,7 +22,7 @@ from datetime import datetime
 from statistics import median
 from typing import Any, Optional
 
-from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.scanner import Scanner
 from llmtriage.detect.spec import compiled
 from llmtriage.engine.logwindow import parse_time, parse_times
@@ -189,7 +189,7 @@ def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, sp
     if gap < _needed(kind, win, step, inferred) or gap > float(spec["max_gap_s"]):
         return      # no hang, or two clocks that do not belong together (a prefix added later)
     entry = detector_texts()["hung_until_killed"]
-    text = entry["zh" if lang == "zh" else "en"]
+    text = detector_text(entry, lang)
     text = {**text, **text.get(kind.get("texts", ""), {})}     # a kill short of the time limit: its own words
     values = {"gap": _hours(gap), "line": str(progress), "at": str(at_line),
               "killed": kill.captures.get("time", "") or datetime.fromtimestamp(kill_at).strftime("%Y-%m-%dT%H:%M:%S"),
@@ -198,13 +198,7 @@ def hung_until_killed(findings: list[Finding], scanner: Scanner, report: Any, sp
     bar = _BAR_ELAPSED.findall(win.prog_row)
     if bar:
         values["done"] = bar[-1][0]     # steps the bar had counted: 0 = no step ever completed
-    message = render_template(text["message"], values).strip()
-    findings.append(Finding(
-        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"], message=message,
-        line=progress, last_line=kill.line, evidence=message, captures={k: v for k, v in values.items() if v},
-        cause=text["why"], explanation=text["what"], role="cause", confidence="medium",
-        priority=int(entry.get("priority", 48)),
-        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]]))
+    findings.append(detector_finding(entry, text, values, line=progress, last_line=kill.line, default_priority=48))
     kill.judgement = {"context": "hung-until-killed", "severity_was": kill.severity,
                       "reason": render_template(text["kill_reason"], values).strip()}
     kill.severity = "warning"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.scanner import Scanner
 from llmtriage.findings import Finding
 from llmtriage.templates import render_template
@@ -59,15 +59,10 @@ def resumed_interrupted_save(findings: list[Finding], scanner: Scanner, spec: Op
     if read.category not in spec["reads"] or not evidence_rx.search(read.evidence):
         return
     entry = detector_texts()["interrupted_save"]
-    text = entry["zh" if lang == "zh" else "en"]
+    text = detector_text(entry, lang)
     values = {"began": str(began), "killed": str(kill.line), "line": str(read.line), "error": read.evidence.strip()}
-    message = render_template(text["message"], values).strip()
-    findings.append(Finding(
-        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
-        message=message, line=read.line, evidence=read.evidence, captures={k: v for k, v in values.items() if k != "error"},
-        cause=text["why"], explanation=text["what"], role="cause", confidence="medium",
-        priority=int(entry.get("priority", 70)),
-        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]]))
+    findings.append(detector_finding(entry, text, values, line=read.line, evidence=read.evidence, default_priority=70,
+                                     captures={k: v for k, v in values.items() if k != "error"}))
     reason = render_template(text["read_reason"], values).strip()
     for f in errors:
         if f.line >= read.line and f.category in spec["reads"] or f is read:

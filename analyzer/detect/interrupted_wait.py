@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.scanner import Scanner
 from llmtriage.detect.spec import compiled
 from llmtriage.findings import ExceptionInfo, Finding
-from llmtriage.templates import render_template
 
 
 def _blocked(exc: ExceptionInfo, entry: dict[str, Any]) -> Optional[str]:
@@ -41,14 +40,7 @@ def _blocked(exc: ExceptionInfo, entry: dict[str, Any]) -> Optional[str]:
 
 def _finding(key: str, values: dict[str, str], line: int, lang: Optional[str]) -> Finding:
     entry = detector_texts()["interrupted_wait"][key]
-    text = entry["zh" if lang == "zh" else "en"]
-    message = render_template(text["message"], values).strip()
-    return Finding(
-        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
-        message=message, line=line, evidence=message, captures={k: v for k, v in values.items() if v},
-        cause=text["why"], explanation=text["what"], role="cause", confidence="medium",
-        priority=int(entry.get("priority", 45)),
-        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]])
+    return detector_finding(entry, detector_text(entry, lang), values, line=line, default_priority=45)
 
 
 def interrupted_wait(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner, status: str,

@@ -31,6 +31,28 @@ def _render(template: str, values: dict[str, Any]) -> str:
     return render_template(template, {k: ("" if v is None else str(v)) for k, v in values.items()})
 
 
+def detector_text(entry: dict[str, Any], lang: Optional[str]) -> dict[str, Any]:
+    """The language block (title, message, what, why, fixes) of one rules/detectors.yaml entry."""
+    return entry["zh" if lang == "zh" else "en"]
+
+
+def detector_finding(entry: dict[str, Any], text: dict[str, Any], values: dict[str, Any], *, line: int,
+                     default_priority: int, last_line: Optional[int] = None, evidence: str = "", count: int = 1,
+                     captures: Optional[dict[str, str]] = None) -> Finding:
+    """The root-cause finding a judgement detector reports, worded by its rules/detectors.yaml entry: `text` is
+    the entry's language block (a variant may be merged over it), `values` fill the message; the captures are
+    the values that are set unless given. The entry's `priority` wins over the detector's default."""
+    message = _render(text["message"], values).strip()
+    if captures is None:
+        captures = {k: str(v) for k, v in values.items() if v is not None and v != ""}
+    return Finding(
+        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
+        message=message, line=line, last_line=last_line, evidence=evidence or message, count=count,
+        captures=captures, cause=text["why"], explanation=text["what"], role="cause", confidence="medium",
+        priority=int(entry.get("priority", default_priority)),
+        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]])
+
+
 def to_findings(anomalies: list[Anomaly], existing: list[Any], lang: Optional[str]) -> list[Any]:
     """Findings for the anomalies, skipping those a YAML rule of the same category already reports
     as an error (the rule's text is more specific; the numbers stay in report.extra['metrics']), and

@@ -20,10 +20,9 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
-from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
-from llmtriage.templates import render_template
 
 _KEEP = 512     # records kept at each end of the series
 
@@ -124,15 +123,11 @@ class RlKlTracker:
         onset = len(recs) - 1
         while onset > 0 and recs[onset - 1][1] >= kl_min:
             onset -= 1
-        text = entry["zh" if self.lang == "zh" else "en"]
+        text = detector_text(entry, self.lang)
         values = {"kl_early": fmt(early), "kl_last": fmt(recs[-1][1]), "kl_min": fmt(kl_min),
                   "since": str(recs[onset][0]), "records": str(len(recs) - onset),   # (within the kept tail)
                   "peak": fmt(peak) if fell else None, "reward_last": fmt(tail_rewards[-1]) if fell and tail_rewards else None,
                   "std_zero": "0" if same else None}
-        message = render_template(text["message"], {k: ("" if v is None else v) for k, v in values.items()}).strip()
-        return Finding(
-            rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
-            message=message, line=recs[onset][0], last_line=recs[-1][0], evidence=message, count=len(recs) - onset,
-            captures={k: v for k, v in values.items() if v is not None}, cause=text["why"], explanation=text["what"],
-            role="cause", confidence="medium", priority=int(entry.get("priority", 50)),
-            fixes=[{"title": x["title"], "detail": x["detail"]} for x in text["fixes"]])
+        return detector_finding(entry, text, values, line=recs[onset][0], last_line=recs[-1][0],
+                                count=len(recs) - onset, default_priority=50,
+                                captures={k: v for k, v in values.items() if v is not None})

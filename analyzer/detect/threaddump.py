@@ -25,8 +25,7 @@ from typing import Any, Optional
 
 from llmtriage.engine.logparse import split_prefix
 from llmtriage.findings import Finding
-from llmtriage.detect.metric_findings import detector_texts
-from llmtriage.templates import render_template
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 
 MAX_THREADS = 256
 MAX_FRAMES = 200
@@ -178,14 +177,7 @@ def hang_finding(info: Optional[dict[str, Any]], last_progress: int, lang: Optio
     if last_progress > info["end"] and (scanner is None or scanner.steps_after(info["line"], epochs=False) > 0):
         return None
     entry = detector_texts()["collective_hang"]
-    text = entry["zh" if lang == "zh" else "en"]
     values = {"collective": info["collective"], "frame": info.get("caller") or "",
               "line": str(info["line"]), "tool": info["tool"]}
-    message = render_template(text["message"], values).strip()
-    return Finding(
-        rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
-        message=message, line=info["line"], last_line=info["end"], evidence=message,
-        captures={k: v for k, v in values.items() if v}, cause=text["why"], explanation=text["what"],
-        role="cause", confidence="medium", priority=int(entry.get("priority", 30)),
-        fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]],
-    )
+    return detector_finding(entry, detector_text(entry, lang), values, line=info["line"], last_line=info["end"],
+                            default_priority=30)

@@ -17,10 +17,9 @@ import math
 import re
 from typing import Any, Optional
 
-from llmtriage.detect.metric_findings import detector_texts
+from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
-from llmtriage.templates import render_template
 
 HEAD_BYTES = 4 << 20    # the load and vocabulary lines come before training (as metrics.Thresholds.context_bytes)
 
@@ -64,13 +63,7 @@ class UntrainedStart:
         if first.loss < max(float(self.spec["ratio"]) * uniform, float(self.spec["min_loss"])):
             return None
         entry = detector_texts()["untrained_start"]
-        text = entry["zh" if lang == "zh" else "en"]
         values = {"loss": f"{first.loss:g}", "at": first.at, "line": first.line, "vocab": self.vocab,
                   "uniform": f"{uniform:.2f}", "load_line": self.load_line}
-        message = render_template(text["message"], {k: str(v) for k, v in values.items()}).strip()
-        return Finding(
-            rule_id=entry["rule_id"], category=entry["category"], severity="error", title=text["title"],
-            message=message, line=first.line, evidence=message, count=1,
-            captures={k: str(v) for k, v in values.items()}, cause=text["why"], explanation=text["what"],
-            role="cause", confidence="medium", priority=int(entry.get("priority", 50)),
-            fixes=[{"title": f["title"], "detail": f["detail"]} for f in text["fixes"]])
+        return detector_finding(entry, detector_text(entry, lang), values, line=first.line, default_priority=50,
+                                captures={k: str(v) for k, v in values.items()})
