@@ -68,11 +68,26 @@ def strip_ansi_bytes(chunk: bytes) -> bytes:
     return _ANSI_B.sub(b"", chunk) if b"\x1b" in chunk else chunk
 
 
+# Full-width ASCII forms (U+FF01-U+FF5E) and the ideographic space (U+3000), as zh_CN/ja locales print them
+# ("第 41 行： 2183377 已杀死", "段错误（核心已转储）", "RuntimeError："), folded to ASCII so that one pattern
+# with ':' or '(' matches both; never a newline, so line numbers stay.
+_FULLWIDTH_B = re.compile(rb"\xef\xbc[\x81-\xbf]|\xef\xbd[\x80-\x9e]|\xe3\x80\x80")
+_FULLWIDTH_MAP = {chr(cp).encode(): (chr(cp - 0xFEE0) if cp != 0x3000 else " ").encode()
+                  for cp in [*range(0xFF01, 0xFF5F), 0x3000]}
+
+
+def fold_fullwidth(chunk: bytes) -> bytes:
+    """`chunk` with full-width punctuation, digits and letters turned into their ASCII forms."""
+    if b"\xef\xbc" in chunk or b"\xef\xbd" in chunk or b"\xe3\x80\x80" in chunk:
+        return _FULLWIDTH_B.sub(lambda m: _FULLWIDTH_MAP[m.group()], chunk)
+    return chunk
+
+
 def match_view(chunk: bytes) -> tuple[bytes, bytes]:
-    """(lines, view): `lines` has ANSI removed (newlines intact, used for line numbers);
-    `view` is the same length with every `\\r` turned into `\\n` (used for matching). Training
-    samples and rollouts the job printed are blanked in both (see engine.quoted)."""
-    lines = mask_quoted(strip_ansi_bytes(chunk))
+    """(lines, view): `lines` has ANSI removed and full-width forms folded to ASCII (newlines intact,
+    used for line numbers); `view` is the same length with every `\\r` turned into `\\n` (used for
+    matching). Training samples and rollouts the job printed are blanked in both (see engine.quoted)."""
+    lines = fold_fullwidth(mask_quoted(strip_ansi_bytes(chunk)))
     view = lines.replace(b"\r", b"\n") if b"\r" in lines else lines
     return lines, view
 
