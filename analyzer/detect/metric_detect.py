@@ -34,7 +34,8 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "step_wait": "metric-step-wait-dominates", "scaling": "metric-more-gpus-no-faster", "mfu_low": "metric-mfu-far-below-peak",
             "creep": "metric-loss-creeping-up", "resume_drop": "metric-loss-dropped-at-resume", "zero_perfect": "metric-loss-zero-perfect-accuracy",
             "zero_rounded": "metric-loss-below-print-precision", "lr_floor": "metric-lr-floor-early",
-            "lr_tiny": "metric-lr-too-small"}
+            "lr_tiny": "metric-lr-too-small", "eval_perfect": "metric-eval-perfect-early",
+            "eval_summary_frozen": "metric-eval-summary-frozen", "alloc_thrash": "metric-allocator-retries-growing"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
@@ -43,7 +44,8 @@ PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_s
             "eval_frozen": 46, "lr_dead": 46, "grad_climb": 40, "zero_graded": 57, "zero_masked": 45, "first_jump": 40,
             "zero_unsup": 56, "zero_blown": 57, "xla_recompile": 20, "step_untimed": 20, "first_epoch_low": 32,
             "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "scaling": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32,
-            "zero_perfect": 57, "zero_rounded": 45, "lr_floor": 46, "lr_tiny": 46}
+            "zero_perfect": 57, "zero_rounded": 45, "lr_floor": 46, "lr_tiny": 46, "eval_perfect": 32, "eval_summary_frozen": 46,
+            "alloc_thrash": 24}
 
 
 def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:

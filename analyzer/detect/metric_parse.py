@@ -55,7 +55,10 @@ ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]
               # comma-separated fields without a colon ("epoch 0, step 100, loss 0.6931, auc 0.5012")
               rb"""|\bstep [0-9]+, loss [-+0-9.NnIi]"""
               # MMF's logistics callback: "progress: 100/60000, train/vqa2/logit_bce: 22.31, train/total_loss: 22.31, ..."
-              rb"""|\btrain/total_loss:\s*[-+0-9.NnIi]""")
+              rb"""|\btrain/total_loss:\s*[-+0-9.NnIi]"""
+              # snake-case keys with a space or a colon ("iter 50/135 train_loss 1.3863", "Epoch:3, Training_loss:0.6822";
+              # not the Trainer's end-of-run `TrainOutput(global_step=30, training_loss=36.7, ...)` average)
+              rb"""|\btrain_loss +[-+0-9.NnIi]|\b[Tt]raining_loss:\s*[-+0-9.NnIi]""")
 # "Epoch 2/3" (Keras, tqdm descriptions) and "Epoch [2/3]" (the PyTorch tutorials' loops) count from 1; "epoch 0.5"
 # in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s*(?:\s|\[\s*)([0-9]+)\s*/\s*([0-9]+)"
@@ -75,7 +78,7 @@ FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:
             rb"""16-bits training: True|torch\.cuda\.amp\.GradScaler|\bGradScaler\(""")
 
 _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
-         rb"train_loss_step", rb"train_loss", rb"loss/train", rb"train/total_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
+         rb"train_loss_step", rb"training_loss", rb"train_loss", rb"loss/train", rb"train/total_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
          rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
          rb"global_step(?:/max_steps)?", rb"current_steps", rb"num_updates", rb"step", rb"iteration", rb"iter")
 _VALUE = (rb"""(?:\]|['"])?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
@@ -85,7 +88,7 @@ KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
 # pattern then starts with a set of letters, which `re` skips to instead of trying every position.
 _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:] for k in _KEYS) + b")" + _VALUE
 
-_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"train_loss": 1, b"loss/train": 1, b"train/total_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
+_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"training_loss": 1, b"train_loss": 1, b"loss/train": 1, b"train/total_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
           b"epoch": 4, b"current_steps": 0, b"num_updates": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
 _MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")
@@ -307,6 +310,11 @@ def is_perfect_accuracy(text: bytes) -> bool:
     return (b"cc" in text or b"rec@" in text or b"op" in text) and _PERFECT_ACC.search(text) is not None
 
 
+# the header of a torchvision / DeiT / BEiT / MAE MetricLogger line printed while evaluating ("Test:  [ 0/19]",
+# "Val:  [10/18]", "Eval: [ 5/40]"; "Test: Total time" carries no loss)
+_EVAL_HEADER = re.compile(rb"(?:^|[\s\]|:])(?:Test|Val|Valid|Eval|Validation|Evaluation):\s+\[\s*[0-9]+/[0-9]+\]")
+
+
 # a row of the Trainer's end-of-run table ("  train_loss               =     0.7963")
 _SUMMARY_ROW = re.compile(rb"\s*train_loss\s+=\s+\S+\s*$")
 
@@ -328,6 +336,8 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
     low = text.lower()
     if b"damp" in low and (b"'damp'" in low or b'"damp"' in low):
         return None     # GPTQModel's per-module quantisation record: its 'loss' is a reconstruction error, not training
+    if b": " in text and _EVAL_HEADER.search(text):
+        return None     # a MetricLogger evaluation line ("Test:  [ 0/19]  ... loss: 0.4312"): its loss is not training
     if b"train_loss" not in low:
         # fast path: (key, value) pairs straight from C; only `train_loss` needs the match position
         get = _FIELD.get

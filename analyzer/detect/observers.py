@@ -31,6 +31,8 @@ class TrainingObserver:
         from llmtriage.detect.throughput_scaling import ScalingTracker   # deferred: as above
         from llmtriage.detect.mfu import MfuTracker   # deferred: as above
         from llmtriage.detect.metric_resume import ResumeMarks   # deferred: as above
+        from llmtriage.detect.metric_eval_summary import EvalSummaries   # deferred: as above
+        from llmtriage.detect.alloc_retries import AllocRetries   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -42,6 +44,8 @@ class TrainingObserver:
         self.scaling = ScalingTracker()
         self.mfu = MfuTracker()
         self.resumes = ResumeMarks()
+        self.eval_summaries = EvalSummaries()
+        self.alloc_retries = AllocRetries()
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
@@ -59,6 +63,8 @@ class TrainingObserver:
         self.scaling.feed(lines, line_base)
         self.mfu.feed(lines, line_base)
         self.resumes.feed(lines, line_base)
+        self.eval_summaries.feed(lines, line_base)
+        self.alloc_retries.feed(lines, line_base)
         self.untrained.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -75,6 +81,9 @@ class TrainingObserver:
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
         from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
         from llmtriage.detect.metric_resume import resume_drop, resumed_low_start   # deferred: as above
+        from llmtriage.detect.metric_eval_summary import eval_perfect_early, eval_summary_frozen   # deferred: as above
+        from llmtriage.detect.throughput_starved import starved_gpus   # deferred: as above
+        from llmtriage.detect.alloc_retries import alloc_thrash   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -94,8 +103,12 @@ class TrainingObserver:
         anomalies += validation_perfect(self.metrics, anomalies)
         anomalies += loss_creep(self.metrics, anomalies)
         anomalies += resume_drop(self.metrics, self.resumes.lines, anomalies)
+        anomalies += eval_summary_frozen(self.eval_summaries, self.metrics.records(), anomalies)
+        anomalies += eval_perfect_early(self.eval_summaries, self.metrics.records(), anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
+        anomalies += starved_gpus(self.throughput, self.metrics.records(), anomalies)
+        anomalies += alloc_thrash(self.alloc_retries, anomalies)
         anomalies += self.xla.detect()
         anomalies += self.breakdown.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
