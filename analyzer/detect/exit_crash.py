@@ -1,0 +1,54 @@
+"""An exit crash of a run that had completed its work (rules/verdict.yaml `exit_after_completion`).
+
+A run that printed its finish line after reaching its planned end (the last step counter before the
+finish at its total: "74/74", or a save begun after its last progress line: the final save) and
+then died at interpreter exit (a SIGABRT / segfault in a destructor, `terminate called`, the
+launcher's "exitcode: -6" and its ChildFailedError wrapper) lost nothing: its outputs were written.
+Those deaths are teardown, like the peers' deaths `teardown_after_finish` drops, and the log is
+finished. A run that stopped short of its end (246/248, the last save long before the end) or an
+application exception after the finish (other than the launcher's wrapper of the child's exit) keeps
+its death."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from llmtriage.findings import ExceptionInfo
+from llmtriage.detect.spec import compiled
+from llmtriage.detect.scanner import Scanner
+
+Death = tuple[int, str, str]
+
+
+def _completed(scanner: Scanner, finish: int, cfg: dict[str, Any]) -> bool:
+    """The run reached its planned end before line `finish`: its last step counter there was at its
+    total, or its last save began after its last progress line (the final save)."""
+    rx = compiled(cfg["counter"])
+    last: Optional[tuple[int, int]] = None
+    for n, raw in scanner.rows(max(1, finish - int(cfg.get("lookback", 60)))):
+        if n > finish:
+            break
+        for m in rx.finditer(raw.decode("utf-8", "replace")):
+            last = (int(m.group("n") or m.group("n2")), int(m.group("total") or m.group("t2")))
+    if last is not None and 0 < last[0] == last[1]:
+        return True
+    saves = [h[0] for h in scanner.hits.get("save", ()) if h[0] < finish and h[1] in cfg.get("final_save", ())]
+    return bool(saves) and max(saves) > scanner.last_progress_before(finish) > 0
+
+
+def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: list[ExceptionInfo],
+                          scanner: Scanner, spec: dict[str, Any]) -> tuple[list[Death], list[Death]]:
+    """(deaths, exception deaths) less the exit crash of a completed run (see the module's doc)."""
+    cfg = spec.get("exit_after_completion")
+    finishes = [h for h in scanner.finishes() if h[1] not in spec.get("weak_finish", ())]
+    if not cfg or not finishes:
+        return deaths, excs
+    finish = max(finishes)[0]
+    wrappers = set(cfg.get("wrappers", ()))
+    after = [e for e in exceptions if e.line > finish]
+    if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not _completed(scanner, finish, cfg):
+        return deaths, excs
+    kinds = set(cfg.get("deaths", ()))
+    wrapped = {e.line for e in after}
+    return ([d for d in deaths if not (d[0] > finish and d[1] in kinds)],
+            [x for x in excs if not (x[0] > finish and x[0] in wrapped)])
