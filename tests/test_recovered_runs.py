@@ -86,3 +86,10 @@ def test_signature_that_came_back_after_its_last_retry_is_the_death() -> None:
             + "[ERROR] api: [default] Worker group FAILED. 0/1 attempts left; will not restart\n")
     rep = llmtriage.analyze(text)
     assert _errors(rep) and _errors(rep)[0].category == "nccl-error"
+
+
+def test_crash_in_a_save_begun_after_the_finish_line_keeps_the_death() -> None:
+    text = (STEPS + "100%|██████████| 250/250 [29:40<00:00,  7.12s/it]\nTraining completed.\n"
+            "Saving model checkpoint to saves/full/sft\nSegmentation fault (core dumped)\n")
+    rep = llmtriage.analyze(text)
+    assert rep.extra["status"] == "crashed" and any(f.category == "native-crash" for f in _errors(rep))

@@ -48,6 +48,9 @@ def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: li
     after = [e for e in exceptions if e.line > finish]
     if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not _completed(scanner, finish, cfg):
         return deaths, excs
+    saves = sorted(h[:2] for h in scanner.hits.get("save", ()) if h[0] > finish)
+    if saves and saves[-1][1] in cfg.get("final_save", ()):     # a save after the finish that never completed
+        return deaths, excs
     kinds = set(cfg.get("deaths", ()))
     wrapped = {e.line for e in after}
     return ([d for d in deaths if not (d[0] > finish and d[1] in kinds)],
