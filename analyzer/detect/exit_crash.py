@@ -1,4 +1,4 @@
-"""An exit crash of a run that had completed its work (rules/verdict.yaml `exit_after_completion`).
+"""How far a job went on past an error: an exit crash of a run that had completed its work (rules/verdict.yaml `exit_after_completion`).
 
 A run that printed its finish line after reaching its planned end (the last step counter before the
 finish at its total: "74/74", or a save begun after its last progress line: the final save) and
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo
-from llmtriage.detect.spec import compiled
+from llmtriage.detect.spec import compiled, verdict_spec
 from llmtriage.detect.scanner import Scanner
 
 Death = tuple[int, str, str]
@@ -55,3 +55,18 @@ def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: li
     wrapped = {e.line for e in after}
     return ([d for d in deaths if not (d[0] > finish and d[1] in kinds)],
             [x for x in excs if not (x[0] > finish and x[0] in wrapped)])
+
+
+def went_on_past(line: int, scanner: Scanner, ctx: dict[str, Any]) -> bool:
+    """Progress after `line` that a process dying there could not have printed, by the stricter measure of a
+    context that demotes an error of a job still running (`survived-while-running`): more than `progress_gap`
+    lines of it, progress of a `progress_strong` kind (a request served), or a step counter advanced by
+    `progress_steps` after a retry or restart the job announced after the error (without that announcement a
+    few steps right after the error may be another rank's bar redrawn while the job dies)."""
+    spec = verdict_spec()
+    last = scanner.last_progress
+    if last > line + int(spec.get("progress_gap", 20)) or (
+            last > line and scanner.last_progress_name in spec.get("progress_strong", ())):
+        return True
+    again = any(line < h[0] < last for kind in ctx.get("restarted_by", ()) for h in scanner.hits.get(kind, ()))
+    return again and scanner.steps_after(line) >= int(spec.get("progress_steps", 2))

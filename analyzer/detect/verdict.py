@@ -33,7 +33,7 @@ from llmtriage.detect.escalation import kill_after_term
 from llmtriage.detect.inner_error import wrapper_yields_to_inner
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
-from llmtriage.detect.exit_crash import exit_after_completion
+from llmtriage.detect.exit_crash import exit_after_completion, went_on_past
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.interrupted_save import resumed_interrupted_save
@@ -176,8 +176,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if ctx.get("steps_after") and scanner.steps_after(f.last_line or f.line) < int(ctx["steps_after"]):
         return False
-    if ctx.get("status") and (status not in ctx["status"] or not _progress_after(f.last_line or f.line, scanner)):
-        return False    # (a job still alive whose work went on past the error: progress a dead process cannot print)
+    if ctx.get("status") and (status not in ctx["status"] or not went_on_past(f.last_line or f.line, scanner, ctx)):
+        return False    # (a job still alive whose work went on past the error: detect/exit_crash.py)
     if ctx.get("after") == "progress":      # progress is kept as its last line only
         if scanner.last_progress <= (f.last_line or f.line):
             return False
