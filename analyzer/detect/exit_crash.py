@@ -51,6 +51,9 @@ def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: li
     saves = sorted(h[:2] for h in scanner.hits.get("save", ()) if h[0] > finish)
     if saves and saves[-1][1] in cfg.get("final_save", ()):     # a save after the finish that never completed
         return deaths, excs
+    keep = compiled(cfg["unless_after"]) if cfg.get("unless_after") else None
+    if keep is not None and any(n > finish and keep.search(raw.decode("utf-8", "replace")) for n, raw in scanner.rows(finish)):
+        return deaths, excs     # an error of its own after the finish (a collective timeout, a kill): not teardown
     kinds = set(cfg.get("deaths", ()))
     wrapped = {e.line for e in after}
     return ([d for d in deaths if not (d[0] > finish and d[1] in kinds)],
@@ -61,12 +64,13 @@ def went_on_past(line: int, scanner: Scanner, ctx: dict[str, Any]) -> bool:
     """Progress after `line` that a process dying there could not have printed, by the stricter measure of a
     context that demotes an error of a job still running (`survived-while-running`): more than `progress_gap`
     lines of it, progress of a `progress_strong` kind (a request served), or a step counter advanced by
-    `progress_steps` after a retry or restart the job announced after the error (without that announcement a
-    few steps right after the error may be another rank's bar redrawn while the job dies)."""
+    `progress_steps` beyond `progress_gap` lines or after a retry or restart the job announced after the error
+    (a few steps right after the error may be another rank's bar redrawn while the job dies; a bar still at 0
+    is no work done)."""
     spec = verdict_spec()
     last = scanner.last_progress
-    if last > line + int(spec.get("progress_gap", 20)) or (
-            last > line and scanner.last_progress_name in spec.get("progress_strong", ())):
+    if last > line and scanner.last_progress_name in spec.get("progress_strong", ()):
         return True
     again = any(line < h[0] < last for kind in ctx.get("restarted_by", ()) for h in scanner.hits.get(kind, ()))
-    return again and scanner.steps_after(line) >= int(spec.get("progress_steps", 2))
+    return (again or last > line + int(spec.get("progress_gap", 20))) and \
+        scanner.steps_after(line) >= int(spec.get("progress_steps", 2))
