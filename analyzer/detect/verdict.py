@@ -33,6 +33,7 @@ from llmtriage.detect.escalation import kill_after_term
 from llmtriage.detect.inner_error import wrapper_yields_to_inner
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
+from llmtriage.detect.exit_crash import exit_after_completion, went_on_past
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.interrupted_save import resumed_interrupted_save
@@ -82,6 +83,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     if last_finish and not any(line > last_finish for line, _, _ in excs):
         teardown = set(spec.get("teardown_after_finish", ()))
         deaths = [d for d in deaths if not (d[0] > last_finish and d[1] in teardown)]
+    deaths, excs = exit_after_completion(deaths, excs, exceptions, scanner, spec)
     deaths += excs
     last_death = max((d[0] for d in deaths), default=0)
     # a clean shutdown the user asked for (Ctrl-C) ends a log, it does not undo a death before it
@@ -174,6 +176,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if ctx.get("steps_after") and scanner.steps_after(f.last_line or f.line) < int(ctx["steps_after"]):
         return False
+    if ctx.get("status") and (status not in ctx["status"] or not went_on_past(f.last_line or f.line, scanner, ctx)):
+        return False    # (a job still alive whose work went on past the error: detect/exit_crash.py)
     if ctx.get("after") == "progress":      # progress is kept as its last line only
         if scanner.last_progress <= (f.last_line or f.line):
             return False
@@ -192,7 +196,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
             return False
         # the job went on after the recovery: progress, a finish, or a later death or error of its own
         # (a death within the after-death margin of the error is that error's own death, not a later one)
-        went_on = (not ctx.get("progress_only") and death_line is not None
+        # (not when the signature came back after its last recovery: that retry failed too)
+        went_on = (not ctx.get("progress_only") and death_line is not None and max(near) > last
                    and death_line > max(last, min(near)) + int(verdict_spec()["after_death"]["margin"]))
         # (a client's handled quote of the rejected request is not where the signature's work ended)
         served = f.line if echo_handled(last, scanner) else last
@@ -375,11 +380,13 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         head = (_cause_before(exc, exceptions, findings, int(verdict_spec()["unknown"]["symptom_lookback"]))
                 if opaque_headline(exc) else None) or exc
         u = unknown_finding(head, lang)
-        if u.severity == "error" and status != "crashed" and (
+        if u.severity == "error" and status != "crashed" and (status == "finished" or   # (after it: teardown)
                 _survived(exc.line, scanner) or _raised_again(exc, exceptions, scanner) or exc.thread):
-            reason = (verdict_spec()["unknown"]["thread_reason"] if exc.thread else
+            reason = (verdict_spec()["unknown"]["thread_reason"] if exc.thread else verdict_spec()["finished"]["reason_before"]
+                      if status == "finished" and evidence and exc.line > evidence["line"] else
                       next(c for c in verdict_spec()["contexts"] if c["id"] == "recovered")["reason"])
-            _demote(u, "warning", tr(reason, lang), "background-thread" if exc.thread else "survived")
+            _demote(u, "warning", tr(reason, lang, line=evidence["line"] if evidence else 0),
+                    "background-thread" if exc.thread else "survived")
         findings.append(u)
     elif errors and all(f.role == "symptom" for f in errors):
         # Only cascade symptoms fired (peer timeouts, a launcher summary): an exception that no

@@ -1,0 +1,76 @@
+"""How far a job went on past an error: an exit crash of a run that had completed its work (rules/verdict.yaml `exit_after_completion`).
+
+A run that printed its finish line after reaching its planned end (the last step counter before the
+finish at its total: "74/74", or a save begun after its last progress line: the final save) and
+then died at interpreter exit (a SIGABRT / segfault in a destructor, `terminate called`, the
+launcher's "exitcode: -6" and its ChildFailedError wrapper) lost nothing: its outputs were written.
+Those deaths are teardown, like the peers' deaths `teardown_after_finish` drops, and the log is
+finished. A run that stopped short of its end (246/248, the last save long before the end) or an
+application exception after the finish (other than the launcher's wrapper of the child's exit) keeps
+its death."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from llmtriage.findings import ExceptionInfo
+from llmtriage.detect.spec import compiled, verdict_spec
+from llmtriage.detect.scanner import Scanner
+
+Death = tuple[int, str, str]
+
+
+def _completed(scanner: Scanner, finish: int, cfg: dict[str, Any]) -> bool:
+    """The run reached its planned end before line `finish`: its last step counter there was at its
+    total, or its last save began after its last progress line (the final save)."""
+    rx = compiled(cfg["counter"])
+    last: Optional[tuple[int, int]] = None
+    for n, raw in scanner.rows(max(1, finish - int(cfg.get("lookback", 60)))):
+        if n > finish:
+            break
+        for m in rx.finditer(raw.decode("utf-8", "replace")):
+            last = (int(m.group("n") or m.group("n2")), int(m.group("total") or m.group("t2")))
+    if last is not None and 0 < last[0] == last[1]:
+        return True
+    saves = [h[0] for h in scanner.hits.get("save", ()) if h[0] < finish and h[1] in cfg.get("final_save", ())]
+    return bool(saves) and max(saves) > scanner.last_progress_before(finish) > 0
+
+
+def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: list[ExceptionInfo],
+                          scanner: Scanner, spec: dict[str, Any]) -> tuple[list[Death], list[Death]]:
+    """(deaths, exception deaths) less the exit crash of a completed run (see the module's doc)."""
+    cfg = spec.get("exit_after_completion")
+    finishes = [h for h in scanner.finishes() if h[1] not in spec.get("weak_finish", ())]
+    if not cfg or not finishes:
+        return deaths, excs
+    finish = max(finishes)[0]
+    wrappers = set(cfg.get("wrappers", ()))
+    after = [e for e in exceptions if e.line > finish]
+    if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not _completed(scanner, finish, cfg):
+        return deaths, excs
+    saves = sorted(h[:2] for h in scanner.hits.get("save", ()) if h[0] > finish)
+    if saves and saves[-1][1] in cfg.get("final_save", ()):     # a save after the finish that never completed
+        return deaths, excs
+    keep = compiled(cfg["unless_after"]) if cfg.get("unless_after") else None
+    if keep is not None and any(n > finish and keep.search(raw.decode("utf-8", "replace")) for n, raw in scanner.rows(finish)):
+        return deaths, excs     # an error of its own after the finish (a collective timeout, a kill): not teardown
+    kinds = set(cfg.get("deaths", ()))
+    wrapped = {e.line for e in after}
+    return ([d for d in deaths if not (d[0] > finish and d[1] in kinds)],
+            [x for x in excs if not (x[0] > finish and x[0] in wrapped)])
+
+
+def went_on_past(line: int, scanner: Scanner, ctx: dict[str, Any]) -> bool:
+    """Progress after `line` that a process dying there could not have printed, by the stricter measure of a
+    context that demotes an error of a job still running (`survived-while-running`): more than `progress_gap`
+    lines of it, progress of a `progress_strong` kind (a request served), or a step counter advanced by
+    `progress_steps` beyond `progress_gap` lines or after a retry or restart the job announced after the error
+    (a few steps right after the error may be another rank's bar redrawn while the job dies; a bar still at 0
+    is no work done)."""
+    spec = verdict_spec()
+    last = scanner.last_progress
+    if last > line and scanner.last_progress_name in spec.get("progress_strong", ()):
+        return True
+    again = any(line < h[0] < last for kind in ctx.get("restarted_by", ()) for h in scanner.hits.get(kind, ()))
+    return (again or last > line + int(spec.get("progress_gap", 20))) and \
+        scanner.steps_after(line) >= int(spec.get("progress_steps", 2))
