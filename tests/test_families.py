@@ -512,3 +512,8 @@ def test_a_backend_or_compiler_gated_on_a_gpu_arch_is_the_arch_family():
     assert family_of("InternalError: Check failed: (0) is false: Not supported cuda -keys=cuda,gpu "
                      "-arch=sm_120 -max_num_threads=1024")[0] == "cuda-version-mismatch"
     assert family_of("RuntimeError: 8-bit optimizers are only supported on CUDA GPUs") is None
+
+
+def test_a_tokenizer_whose_chat_template_is_null_is_still_the_tokenizer_family():
+    assert family_of("ValueError: `chat_template choice is tokenizer_default but tokenizer's chat_template is null. "
+                     "Please add a chat_template in tokenizer config")[0] == "pad-token-missing"
