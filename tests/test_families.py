@@ -483,3 +483,37 @@ def test_a_timeout_in_the_launchers_own_rendezvous_is_a_setup_failure_not_a_hang
     worker = ["/app/pretrain.py", "/py/site-packages/torch/distributed/rendezvous.py"]
     assert shape_cues("DistStoreError", "Socket Timeout", worker) == []
     assert {s[0] for s in shape_cues("DistStoreError", "Socket Timeout", list(agent))} == {"nccl-error", "nccl-timeout"}
+
+
+def test_a_registry_lookup_naming_a_chat_template_is_not_a_tokenizer_family():
+    """Naming a chat template is not evidence of a tokenizer lacking special tokens: an unknown name in a
+    library's own registry, listed with the names this release has, is a release older than the model."""
+    registry = ("AssertionError: chat template 'qwen9' is not registered. The builtin chat templates are: "
+                "dict_keys(['base', 'llama', 'qwen'])")
+    assert family_of(registry)[0] == "dependency-mismatch"
+    assert family_of("ValueError: scheduler 'cosine_v9' is not supported. Supported schedulers are: "
+                     "['linear', 'cosine']")[0] == "dependency-mismatch"
+    # the words alone only lean: no family from them
+    assert family_of("RuntimeError: rendering the chat template failed") is None
+    # a tokenizer without a chat template still names the tokenizer family
+    assert family_of("ValueError: Cannot use chat template functions because tokenizer.chat_template is not "
+                     "set and no template argument was passed!")[0] == "pad-token-missing"
+    rep, top = _top(_crash("AssertionError: backend 'ragged_v9' is not registered. The builtin backends are: "
+                           "dict_keys(['paged', 'flat'])"))
+    assert top is not None and top.rule_id == "unknown" and top.category == "dependency-mismatch"
+
+
+def test_a_backend_or_compiler_gated_on_a_gpu_arch_is_the_arch_family():
+    """A serving backend that runs only on one GPU arch, and a kernel compiler whose release does not know
+    the GPU's -arch, place an unrecognised death in cuda-version-mismatch; "only supported on CUDA GPUs"
+    (no arch named) is not evidence of that."""
+    assert family_of("ValueError: TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+                     "Please use a different prefill backend.")[0] == "cuda-version-mismatch"
+    assert family_of("InternalError: Check failed: (0) is false: Not supported cuda -keys=cuda,gpu "
+                     "-arch=sm_120 -max_num_threads=1024")[0] == "cuda-version-mismatch"
+    assert family_of("RuntimeError: 8-bit optimizers are only supported on CUDA GPUs") is None
+
+
+def test_a_tokenizer_whose_chat_template_is_null_is_still_the_tokenizer_family():
+    assert family_of("ValueError: `chat_template choice is tokenizer_default but tokenizer's chat_template is null. "
+                     "Please add a chat_template in tokenizer config")[0] == "pad-token-missing"
