@@ -99,7 +99,11 @@ def test_nvls_multicast_bind_failure_is_a_node_fault():
         "[rank0]:Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation "
         "cannot be performed in the present state'.\n"
     )
+    # without the node's fabric state the same error may be a host that cannot do multicast: NCCL's error
     _, root = top(text)
+    assert root is not None and root.rule_id != "nccl-nvls-multicast-bind-failed"
+    _, root = top(text + "    Fabric\n        State                             : Completed\n"
+                  "        Status                            : Failure\n")
     assert root is not None and root.rule_id == "nccl-nvls-multicast-bind-failed" and root.action == "replace-node"
 
 
