@@ -192,7 +192,7 @@ def test_a_raised_exception_whose_text_says_warning_is_not_logged_as_warning():
 
 @pytest.mark.parametrize("fault,rule", [
     ("Memory access fault by GPU node-2 (Agent handle: 0x55d0c8f1a2b0) on address 0x7ef7cd5fd000. "
-     "Reason: Page not present or supervisor privilege.\nAborted (core dumped)\n", "cuda-illegal-memory-access"),
+     "Reason: Page not present or supervisor privilege.\nAborted (core dumped)\n", "rocm-memory-access-fault"),
     ("jaxlib._jax.XlaRuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted "
      "prematurely, perhaps due to an on-device check-failure. HLO: fusion.12; HLO computation: main.5_spmd\n",
      "tpu-core-halted"),
