@@ -632,6 +632,8 @@ def test_a_preference_loss_flat_at_ln2_is_chance_level_no_grad():
 def test_a_quantizers_per_module_loss_is_no_training_record():
     assert P.parse_line(b"INFO  {'process': 'gptq', 'layer': 0, 'module': 'self_attn.k_proj', 'loss': '0.02098', "
                         b"'damp': '0.01000', 'time': '1.068'}") is None
+    assert P.parse_line(b"2025-03-25 10:41:08 INFO [auto_gptq.quantization.gptq] avg loss: 3.9917166233062744") is None
+    assert P.parse_line(b"epoch 3, avg loss: 0.4518") is not None
 
 
 def test_a_loss_of_exactly_zero_on_every_record_is_an_error():

@@ -338,6 +338,8 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
         return None     # GPTQModel's per-module quantisation record: its 'loss' is a reconstruction error, not training
     if b": " in text and _EVAL_HEADER.search(text):
         return None     # a MetricLogger evaluation line ("Test:  [ 0/19]  ... loss: 0.4312"): its loss is not training
+    if b"avg loss" in low and b"gptq" in low:
+        return None     # AutoGPTQ's per-module "[auto_gptq.quantization.gptq] avg loss: ..." line: the same, not training
     if b"train_loss" not in low:
         # fast path: (key, value) pairs straight from C; only `train_loss` needs the match position
         get = _FIELD.get
