@@ -39,7 +39,7 @@ FLAT_SPREAD = 0.01
 KEEP = 256
 
 _ACC_LINE = re.compile(rb"Accuracy of the network on (?:the )?([0-9]+) ([^\n:]{0,60}?): *([0-9]+(?:\.[0-9]+)?)%")
-_SUMMARY = re.compile(rb"(?m)^\s*\* ((?:Acc@1 [0-9.]+ )?(?:Acc@5 [0-9.]+ )?loss [0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
+_SUMMARY = re.compile(rb"(?m)(?:^|\s)\* ((?:Acc@1 [0-9.]+ )?(?:Acc@5 [0-9.]+ )?loss [0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
 _SCHEDULE = re.compile(rb"Start training for ([0-9]+) epochs")
 _GATES = (b"Accuracy of the network", b"* Acc@1", b"* loss", b"Start training for", b"al_acc", b"al_Acc", b"est_acc")
 # an evaluation accuracy printed on an epoch's line ("Epoch:153, Training_loss:0.6822, Eval_acc:0.5298", Keras

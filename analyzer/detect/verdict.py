@@ -197,7 +197,7 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         # the job went on after the recovery: progress, a finish, or a later death or error of its own
         # (a death within the after-death margin of the error is that error's own death, not a later one)
         # (not when the signature came back after its last recovery: that retry failed too)
-        went_on = (not ctx.get("progress_only") and death_line is not None and max(near) > last
+        went_on = (not ctx.get("progress_only") and death_line is not None and max(near) >= last
                    and death_line > max(last, min(near)) + int(verdict_spec()["after_death"]["margin"]))
         # (a client's handled quote of the rejected request is not where the signature's work ended)
         served = f.line if echo_handled(last, scanner) else last
