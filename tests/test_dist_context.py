@@ -35,7 +35,9 @@ def test_a_retried_error_the_final_exception_repeats_is_the_cause_again():
     rep = report(STORE)
     top = rep.findings[0]
     assert top.rule_id == "c10d-store-connect-timeout" and top.severity == "error"
-    assert top.judgement and top.judgement["context"] == "retried-then-died"
+    # the `recovered` context no longer demotes an error that came back after its last retry (session 31), so
+    # the error stays one from the start; before that, death_repeats restored it with context retried-then-died
+    assert top.judgement is None or top.judgement["context"] == "retried-then-died"
     assert rep.extra["action"] == "fix"
 
 
