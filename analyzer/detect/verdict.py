@@ -134,6 +134,13 @@ def _progress_after(line: int, scanner: Scanner) -> bool:
         or scanner.steps_after(line) >= int(spec.get("progress_steps", 2))))
 
 
+def _served_or_stepped(line: int, scanner: Scanner, steps: int) -> bool:
+    """Work after `line` that only a live job prints: the log ends on a served request, or its step
+    counter went on by `steps` or more (however few lines that took)."""
+    return scanner.last_progress > line and (
+        scanner.last_progress_name in verdict_spec().get("progress_strong", ()) or scanner.steps_after(line) >= steps)
+
+
 def _raised_again(exc: ExceptionInfo, exceptions: list[ExceptionInfo], scanner: Scanner) -> bool:
     """An exception the process already survived once (progress after it), raised again with
     progress after it too: the same handled error (a tool call failing now and then)."""
@@ -158,6 +165,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
                      rules_by_id: Optional[dict[str, Any]] = None) -> bool:
     if ctx.get("categories") and f.category not in ctx["categories"]:
         return False
+    if ctx.get("rules") and f.rule_id not in ctx["rules"]:
+        return False
     if f.category in ctx.get("except_categories", ()) or f.rule_id in ctx.get("except_rules", ()):
         return False
     # a rule whose library states the failure only as a Python warning: the warning is the signature
@@ -175,6 +184,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
                                                          ctx["handled_before"]):
         return False
     if ctx.get("steps_after") and scanner.steps_after(f.last_line or f.line) < int(ctx["steps_after"]):
+        return False
+    if ctx.get("served_or_steps") and not _served_or_stepped(f.last_line or f.line, scanner, int(ctx["served_or_steps"])):
         return False
     if ctx.get("status") and (status not in ctx["status"] or not went_on_past(f.last_line or f.line, scanner, ctx)):
         return False    # (a job still alive whose work went on past the error: detect/exit_crash.py)
