@@ -166,6 +166,14 @@ def test_a_chat_demos_transcript_is_quoted_data():
     assert not [f for f in rep.findings if f.severity == "error"], rep.findings
 
 
+def test_the_users_exit_command_closing_a_demo_is_kept():
+    """"用户：stop" / "User: exit" ends the session (a finish marker of rules/verdict.yaml): not conversation."""
+    for bye in ("用户：stop", "User: exit", "用户：:q"):
+        text = DEMO + "\n" + bye + "\n"
+        assert quoted.mask(text.encode()).split(b"\n")[-2] == bye.encode()
+    said = DEMO + "\n用户：stop talking about this\n"
+    assert not quoted.mask(said.encode()).split(b"\n")[-2].strip()
+
 def test_a_demo_that_crashes_keeps_its_traceback_and_one_speaker_alone_is_not_a_transcript():
     crashed = DEMO + OOM_TB
     errs = _errors(llmtriage.analyze(crashed))

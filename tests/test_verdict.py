@@ -1060,6 +1060,36 @@ def test_a_thread_traceback_right_before_the_shell_prompt_ended_the_job():
     assert rep.extra["status"] == "running" and not errors(rep)
 
 
+
+def test_a_training_thread_that_died_is_not_undone_by_the_ui_s_completion_line():
+    """A web UI runs trainer.train() in a thread (rules/verdict.yaml `thread_training_frames`): the thread's
+    exception inside the training loop ended the training, and the UI's own "Training complete!" after it
+    is no finish of the work. A thread that did not run the training loop stays a background error."""
+    def tb(frame: str) -> str:
+        return ("Exception in thread Thread-14 (threaded_run):\nTraceback (most recent call last):\n"
+                '  File "C:\\\\env\\\\lib\\\\threading.py", line 953, in run\n    self._target(*self._args, **self._kwargs)\n'
+                '  File "C:\\\\env\\\\lib\\\\site-packages\\\\transformers\\\\trainer.py", line 1795, in '
+                + frame + "\n    for step, inputs in enumerate(epoch_iterator):\n"
+                "ValueError: Asking to pad but the tokenizer does not have a padding token.\n")
+    head = "Loading checkpoint shards: 100%|##########| 3/3 [00:46<00:00, 15.52s/it]\n2023-08-17 INFO:Starting training...\n"
+    tail = "2023-08-17 14:01:59 INFO:Training complete, saving...\n2023-08-17 14:02:00 INFO:Training complete!\n"
+    rep = run(head + tb("_inner_training_loop") + tail)
+    assert rep.extra["status"] == "crashed" and errors(rep)[0].category == "pad-token-missing"
+    rep = run(head + tb("log_metrics_worker") + tail)
+    assert rep.extra["status"] == "finished" and not errors(rep)
+
+
+def test_a_chat_demo_the_user_closed_with_its_exit_command_finished():
+    """cli_demo.py sessions end when the user types the exit command at the user prompt: a finish line
+    (marker chat-cli-exit), so a warning it printed at start-up and survived is no error."""
+    head = ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+            "    PyTorch 2.1.0+cu121 with CUDA 1201 (you have 2.1.0+cu118)\n"
+            "Loading checkpoint shards: 100%|##########| 3/3 [00:21<00:00,  7.02s/it]\n\n用户：你好\n\nChatGLM：你好！\n\n")
+    for bye in ("用户：exit\n", "User> :quit\n"):
+        rep = run(head + bye)
+        assert rep.extra["status"] == "finished" and not errors(rep)
+    assert run(head + "用户：exit now please\n").extra["status"] != "finished"
+
 def test_a_signature_that_states_why_the_loss_reads_zero_is_the_root_cause():
     """Loss exactly 0 from the first record is NaN-filtered or fully masked; the collator's 'could not find
     the response key ... ignored in loss calculation' says which: the masking is the cause, the metric

@@ -73,9 +73,12 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     tail = int(spec.get("thread_prompt_tail", 0))
     weak = set(spec.get("weak_finish", ()))
     closed = [h[0] for h in scanner.finishes() if h[1] in weak]
+    train_rx = _rx(spec.get("thread_training_frames") or r"(?!)")
+    trained = {e.line for e in exceptions if e.thread and scanner.last_progress < e.line
+               and any(train_rx.search(f.function) for f in e.frames)}    # the thread ran the training loop
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
             if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC
-            and (not e.thread or any(e.line < p <= e.line + tail for p in prompts)
+            and (not e.thread or e.line in trained or any(e.line < p <= e.line + tail for p in prompts)
                  or (scanner.last_progress < e.line and any(c > e.line for c in closed)))]
     peer_gone = spec.get("teardown_exception_after_finish")
     if last_finish and peer_gone:    # a collective's peer hung up because the finished job was shutting down
@@ -93,7 +96,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
         if e.type not in first_survived and scanner.last_progress > e.line and _progress_after(e.line, scanner):
             first_survived[e.type] = e.line
     again = {e.line for e in exceptions if first_survived.get(e.type, e.line) < e.line < scanner.last_progress}
-    alive = sorted(d for d in deaths if undo < d[0] and not _progress_after(d[0], scanner)
+    alive = sorted(d for d in deaths if (undo < d[0] or d[0] in trained) and not _progress_after(d[0], scanner)
                    and not _resumed_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again
                    and not (d[1] == "exception" and (echo_handled(d[0], scanner) or handled_before(d[0], scanner, spec, last_death))))

@@ -127,6 +127,9 @@ def _demo_rx() -> SimpleNamespace:
         model=re.compile(_PREFIX + "(?:Assistant|ASSISTANT|AI|Bot|助手|答|模型"
                          "|[A-Z][\\w.-]{0,30}-(?:Chat|chat|Instruct|Bot)|(?:ChatGLM|Qwen|Baichuan|InternLM|Yi|DeepSeek)"
                          "[\\w.-]{0,20})\\s*[:：]".encode()),
+        # the user closing the session with the demo's exit command ("用户：stop", "User: exit"): the session's
+        # own end (a finish marker of rules/verdict.yaml), not conversation: kept
+        bye=re.compile(_PREFIX + "(?:User|USER|Human|用户)\\s*(?::|：)\\s*:?(?:exit|quit|stop|q)\\s*$".encode()),
         # the program's own lines inside a turn: kept
         own=re.compile(_PREFIX + rb"(?:Traceback \(most recent|\s*File \"|[\w.]*(?:Error|Exception)\b"
                        rb"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\d{4}-\d\d-\d\d|\s*$)"),
@@ -137,13 +140,13 @@ def demo_spans(rows: list[bytes]) -> list[tuple[int, int]]:
     """(first, last) row indexes of a chat demo's turns (see the module doc); none unless the block
     holds both a user's turn and a model's turn."""
     rx = _demo_rx()
-    turn = [1 if rx.user.match(r) else 2 if rx.model.match(r) else 0 for r in rows]
+    turn = [3 if rx.bye.match(r) else 1 if rx.user.match(r) else 2 if rx.model.match(r) else 0 for r in rows]
     if 1 not in turn or 2 not in turn:
         return []
     out: list[tuple[int, int]] = []
     i, n = 0, len(rows)
     while i < n:
-        if not turn[i]:
+        if turn[i] in (0, 3):
             i += 1
             continue
         j = i + 1
