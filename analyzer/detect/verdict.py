@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
+from llmtriage.engine.logparse import is_benign, split_prefix
 from llmtriage.engine.redact import clip
 from llmtriage.detect.pasted import pasted_after
 from llmtriage.detect.logged_handler import handled_before
@@ -74,7 +74,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     weak = set(spec.get("weak_finish", ()))
     closed = [h[0] for h in scanner.finishes() if h[1] in weak]
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
-            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC
+            if not is_benign(e)
             and (not e.thread or any(e.line < p <= e.line + tail for p in prompts)
                  or (scanner.last_progress < e.line and any(c > e.line for c in closed)))]
     peer_gone = spec.get("teardown_exception_after_finish")
@@ -468,7 +468,7 @@ def _candidate(exc: ExceptionInfo) -> bool:
     """Neither benign (Ctrl-C) nor a wrapper of a failure told elsewhere (a launcher's, a message
     that only points at the logs)."""
     short = exc.type.rsplit(".", 1)[-1]
-    return short not in BENIGN_EXC and short not in _WRAPPERS and not points_elsewhere(exc)
+    return not is_benign(exc) and short not in _WRAPPERS and not points_elsewhere(exc)
 
 
 def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:
