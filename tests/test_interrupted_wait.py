@@ -128,3 +128,28 @@ def test_step_bar_at_zero_with_gpus_pinned_then_interrupt_is_a_collective_stall(
     errors = _errors(log)
     assert errors[0].rule_id == "verdict-stalled-first-step-gpus-pinned" and errors[0].action == "fix"
     assert _errors(log.replace("100 %", "3 %")) == []
+
+
+_PINNED = """\
+$ srun torchrun --nnodes 4 --nproc_per_node 8 megatron_gpt_pretraining.py
+Epoch 0: :   0%|          | 196/300000 [03:51<90:15:28, reduced_train_loss=7.048, global_step=195.0]
+Epoch 0: :   0%|          | 197/300000 [03:52<90:15:28, reduced_train_loss=7.043, global_step=196.0]
+$ srun --jobid=812442 --overlap -w dgx-h100-01 nvidia-smi --query-gpu=index,utilization.gpu,power.draw,memory.used --format=csv
+index, utilization.gpu [%], power.draw [W], memory.used [MiB]
+0, 100 %, 117.12 W, 61218 MiB
+1, 100 %, 103.10 W, 61529 MiB
+$ scancel 812442
+slurmstepd: error: *** JOB 812442 ON dgx-h100-01 CANCELLED AT 2024-05-21T10:53:07 ***
+"""
+
+
+def test_a_cancel_after_progress_stopped_with_gpus_pinned_is_a_collective_hang():
+    errors = _errors(_PINNED)
+    assert errors[0].rule_id == "verdict-stopped-while-gpus-pinned" and errors[0].category == "nccl-timeout"
+    assert errors[0].action == "fix"
+
+
+def test_a_cancel_with_gpus_idle_or_a_time_limit_stays_a_scheduler_kill():
+    assert _errors(_PINNED.replace("100 %", "0 %"))[0].category == "scheduler-kill"
+    limit = _PINNED.replace("CANCELLED AT 2024-05-21T10:53:07 ***", "CANCELLED AT 2024-05-21T10:53:07 DUE TO TIME LIMIT ***")
+    assert _errors(limit)[0].category == "scheduler-kill"

@@ -111,3 +111,31 @@ def interrupted_wait(findings: list[Finding], exceptions: list[ExceptionInfo], s
             line = scanner.last_progress or (interrupts[-1].line if interrupts else 0)
             findings.append(_finding(entry["texts"], {"line": str(line) if line else ""}, line, lang))
             return
+
+
+def stopped_while_pinned(findings: list[Finding], scanner: Scanner, spec: Optional[dict[str, Any]],
+                         lang: Optional[str]) -> None:
+    """A distributed job whose progress stopped, then nvidia-smi (pasted after the last progress line) showed its GPUs
+    at 100% utilisation, and a stop from outside (a user's scancel or Ctrl-C, `kills`) ended it: the ranks were
+    spinning in a collective that never completed, and the stop only ended the hang (spec: verdict.yaml
+    interrupted_wait `pinned_stop`)."""
+    entry = (spec or {}).get("pinned_stop")
+    if not entry or not _gated(entry, scanner):
+        return
+    errors = [f for f in findings if f.severity == "error"]
+    kills = [f for f in errors if f.category in entry["categories"] and not compiled(entry["unless"]).search(f.evidence)]
+    if not kills or any(f.category not in entry["categories"] for f in errors):
+        return
+    kill, progress = kills[0], scanner.last_progress_before(kills[0].line)
+    pinned = compiled(entry["pinned"])
+    # (after the last progress line the log shows; a bar whose lines are no progress marker dates nothing)
+    at = next((n for n, raw in scanner.rows(progress + 1) if n < kill.line
+               and pinned.search(raw.decode("utf-8", "replace"))), 0)
+    if not at:
+        return
+    findings.append(_finding(entry["texts"], {"line": str(progress) if progress else "", "at": str(at)},
+                             progress or at, lang))
+    reason = detector_text(detector_texts()["interrupted_wait"][entry["texts"]], lang)["kill_reason"]
+    for k in kills:
+        k.judgement = {"context": "stopped-while-pinned", "severity_was": k.severity, "reason": reason}
+        k.severity = "warning"

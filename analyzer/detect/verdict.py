@@ -44,7 +44,7 @@ from llmtriage.detect.garbage_size import garbage_size_alone
 from llmtriage.detect.fallback_chain import fallback_failed
 from llmtriage.detect.dropped_request import request_never_answered
 from llmtriage.detect.hung import hung_until_killed
-from llmtriage.detect.interrupted_wait import interrupted_wait
+from llmtriage.detect.interrupted_wait import interrupted_wait, stopped_while_pinned
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
@@ -433,6 +433,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
     fallback_failed(findings, exceptions, (verdict_spec().get("fallback_chain") or {}).get("reason"), lang)
     interrupted_wait(findings, exceptions, scanner, status, verdict_spec().get("interrupted_wait"), lang)
+    stopped_while_pinned(findings, scanner, verdict_spec().get("interrupted_wait"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)
