@@ -49,11 +49,26 @@ def test_a_port_bind_inside_the_checkpoint_writer_is_fix():
     assert act == "fix" and "checkpoint save" in reason
 
 
-def test_a_port_bind_at_launch_stays_retry():
-    launch = ("Traceback (most recent call last):\n"
-              '  File "/usr/lib/python3.10/site-packages/torch/distributed/rendezvous.py", line 189, in _create_c10d_store\n'
-              "    return TCPStore(\n")
-    assert action("+ torchrun --nproc_per_node 8 --master_port 7001 train.py\n" + launch + BIND)[0] == "retry"
+LAUNCH = ("Traceback (most recent call last):\n"
+          '  File "/usr/lib/python3.10/site-packages/torch/distributed/rendezvous.py", line 189, in _create_c10d_store\n'
+          "    return TCPStore(\n")
+
+
+def test_a_port_fixed_by_the_launch_command_and_taken_at_launch_is_fix():
+    # --master_port names the port: a leftover run or another job holds it, and the same command binds it again
+    act, reason = action("+ torchrun --nproc_per_node 8 --master_port 7001 train.py\n" + LAUNCH + BIND)
+    assert act == "fix" and "fixed by the launch command" in reason
+
+
+def test_a_port_fixed_in_the_init_method_is_fix():
+    code = ('  File "/home/u/seg/train.py", line 53, in train\n'
+            "    dist.init_process_group(backend='nccl', init_method='tcp://127.0.0.1:7001', world_size=2, rank=rank)\n")
+    assert action(LAUNCH.replace("Traceback (most recent call last):\n", "Traceback (most recent call last):\n" + code)
+                  + BIND)[0] == "fix"
+
+
+def test_a_port_bind_after_progress_on_a_port_nobody_chose_stays_retry():
+    assert action(TRAINING + LAUNCH + BIND)[0] == "retry"
 
 
 def test_a_timeout_inside_a_distributed_checkpoint_save_seen_in_a_thread_dump_is_fix():

@@ -12,15 +12,23 @@ in rules/verdict.yaml `interrupted_wait`, texts in rules/detectors.yaml `interru
   advanced before the interrupt, and the log shows the fact that explains such a stall (`seen`: a
   container's /dev/shm of a few MB, where DataLoader workers and NCCL's shared-memory transport block).
 
+A `blocked` entry without `frames` reads the innermost frames alone: `collective` (a distributed job whose
+interrupted stack waits in collective code, torch.distributed, DeepSpeed's comm, Megatron's grad sync, with
+no training step logged and, when the log dates it, a silence of at least `min_gap_s` before the ^C) is a
+collective hang the user ended, not a user stop. `seen` / `unless_seen` gate an entry on the log's markers.
+
 Only when no error finding explains the job and the log did not finish.
 """
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any, Optional
 
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.scanner import Scanner
 from llmtriage.detect.spec import compiled
+from llmtriage.engine.logwindow import parse_times
 from llmtriage.findings import ExceptionInfo, Finding
 
 
@@ -34,8 +42,44 @@ def _blocked(exc: ExceptionInfo, entry: dict[str, Any]) -> Optional[str]:
         return None
     if entry.get("functions") and not compiled(entry["functions"]).search(exc.frames[-1].function or ""):
         return None     # (reading a response that is arriving: a slow download, not a request never answered)
+    if not entry.get("frames"):
+        return deep[-1]     # (the innermost frame itself is the wait: a collective)
     client = compiled(entry["frames"])
     return next((f for f in reversed(files) if client.search(f)), None)
+
+
+_LEAD = re.compile(r"\s*\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d")
+_INTERRUPT = re.compile(r"^\s*\^C|\bReceived (?:Signals\.)?SIGINT\b|\bSIGINT death signal|\bReceived 2 death signal")
+
+
+def _silence(scanner: Scanner, line: int) -> Optional[float]:
+    """Seconds from the last time stamp before the user's interrupt (the ^C, a launcher's "Received SIGINT") to
+    the first one at or after it (within 5 lines), when the log dates both; else None. A line's own stamp is its
+    last one (a collector's prefix comes first), and a stamp later than the interrupt's is another clock."""
+    # (the terminal's "^C" glued to the next line's glog stamp: "^CW0612 08:19:55.004")
+    rows = [raw.decode("utf-8", "replace").replace("^C", "^C ", 1) for n, raw in scanner.rows(max(1, line - 400))
+            if n <= line]
+    at = next((i for i, t in enumerate(rows) if _INTERRUPT.search(t)), None)
+    if at is None:
+        return None
+    iso = [v for t in rows[:at] for k, v in parse_times(t) if k == "iso"]
+    year = datetime.fromtimestamp(iso[-1]).year if iso else 1970     # (glog stamps carry no year)
+    stamps = [[v for k, v in parse_times(t, year) if k == "iso"] for t in rows]
+    if any(len(ts) > 1 and _LEAD.match(t) for t, ts in zip(rows, stamps)):
+        # a collector's clock before each line (kubectl --timestamps): the job's own stamps come after it
+        stamps = [ts[1:] if _LEAD.match(t) else ts for t, ts in zip(rows, stamps)]
+    after = next((ts[-1] for ts in stamps[at:at + 6] if ts), None)
+    if after is None:
+        return None
+    before = next((max(v for v in ts if v <= after) for ts in reversed(stamps[:at]) if any(v <= after for v in ts)),
+                  None)
+    gap = after - before if before is not None else None
+    return gap if gap is not None and gap <= 14 * 86400 else None
+
+
+def _gated(entry: dict[str, Any], scanner: Scanner) -> bool:
+    return all(m in scanner.seen for m in entry.get("seen", ())) and \
+        not any(m in scanner.seen for m in entry.get("unless_seen", ()))
 
 
 def _finding(key: str, values: dict[str, str], line: int, lang: Optional[str]) -> Finding:
@@ -49,18 +93,49 @@ def interrupted_wait(findings: list[Finding], exceptions: list[ExceptionInfo], s
         return
     interrupts = [e for e in exceptions if e.type.rsplit(".", 1)[-1] == "KeyboardInterrupt"]
     for entry in spec.get("blocked", ()):
+        if not _gated(entry, scanner):
+            continue
         for exc in reversed(interrupts):
             client = _blocked(exc, entry)
-            if client is not None:
+            gap = _silence(scanner, exc.line) if client is not None and entry.get("min_gap_s") else None
+            if client is not None and (gap is None or gap >= float(entry["min_gap_s"])):
                 inner = exc.frames[-1]
                 findings.append(_finding(entry["texts"], {"client": client, "file": inner.file,
-                                                          "function": inner.function or ""}, exc.line, lang))
+                                                          "function": inner.function or "",
+                                                          "gap": f"{gap / 60:.0f}" if gap else ""}, exc.line, lang))
                 return
     if not interrupts and not any(s in scanner.seen for s in spec.get("interrupt_seen", ())):
         return      # (the user's ^C, a launcher's "Received SIGINT")
     for entry in spec.get("stalled", ()):
-        if all(s in scanner.seen for s in entry.get("seen", ())) and \
-                not any(s in scanner.seen for s in entry.get("unless_seen", ())):
+        if _gated(entry, scanner):
             line = scanner.last_progress or (interrupts[-1].line if interrupts else 0)
             findings.append(_finding(entry["texts"], {"line": str(line) if line else ""}, line, lang))
             return
+
+
+def stopped_while_pinned(findings: list[Finding], scanner: Scanner, spec: Optional[dict[str, Any]],
+                         lang: Optional[str]) -> None:
+    """A distributed job whose progress stopped, then nvidia-smi (pasted after the last progress line) showed its GPUs
+    at 100% utilisation, and a stop from outside (a user's scancel or Ctrl-C, `kills`) ended it: the ranks were
+    spinning in a collective that never completed, and the stop only ended the hang (spec: verdict.yaml
+    interrupted_wait `pinned_stop`)."""
+    entry = (spec or {}).get("pinned_stop")
+    if not entry or not _gated(entry, scanner):
+        return
+    errors = [f for f in findings if f.severity == "error"]
+    kills = [f for f in errors if f.category in entry["categories"] and not compiled(entry["unless"]).search(f.evidence)]
+    if not kills or any(f.category not in entry["categories"] for f in errors):
+        return
+    kill, progress = kills[0], scanner.last_progress_before(kills[0].line)
+    pinned = compiled(entry["pinned"])
+    # (after the last progress line the log shows; a bar whose lines are no progress marker dates nothing)
+    at = next((n for n, raw in scanner.rows(progress + 1) if n < kill.line
+               and pinned.search(raw.decode("utf-8", "replace"))), 0)
+    if not at:
+        return
+    findings.append(_finding(entry["texts"], {"line": str(progress) if progress else "", "at": str(at)},
+                             progress or at, lang))
+    reason = detector_text(detector_texts()["interrupted_wait"][entry["texts"]], lang)["kill_reason"]
+    for k in kills:
+        k.judgement = {"context": "stopped-while-pinned", "severity_was": k.severity, "reason": reason}
+        k.severity = "warning"

@@ -10,7 +10,7 @@ from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.inner_exception import inner_exception, inner_type
 from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
-from llmtriage.engine.logparse import BENIGN_EXC
+from llmtriage.engine.logparse import is_benign
 from llmtriage.engine.redact import clip
 from llmtriage.findings import ExceptionInfo, Finding
 
@@ -18,7 +18,7 @@ from llmtriage.findings import ExceptionInfo, Finding
 def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
     """The `unknown` finding for an exception no rule explains (text from rules/verdict.yaml)."""
     u = verdict_spec()["unknown"]
-    benign = exc.type.rsplit(".", 1)[-1] in BENIGN_EXC
+    benign = is_benign(exc)
     where = ""
     if exc.user_frame is not None:
         where = f" (in {exc.user_frame.function} at {exc.user_frame.file}:{exc.user_frame.line})"

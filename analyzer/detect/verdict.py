@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from llmtriage.findings import ExceptionInfo, Finding, Report
-from llmtriage.engine.logparse import BENIGN_EXC, split_prefix
+from llmtriage.engine.logparse import is_benign, split_prefix
 from llmtriage.engine.redact import clip
 from llmtriage.detect.pasted import pasted_after
 from llmtriage.detect.logged_handler import handled_before
@@ -44,7 +44,7 @@ from llmtriage.detect.garbage_size import garbage_size_alone
 from llmtriage.detect.fallback_chain import fallback_failed
 from llmtriage.detect.dropped_request import request_never_answered
 from llmtriage.detect.hung import hung_until_killed
-from llmtriage.detect.interrupted_wait import interrupted_wait
+from llmtriage.detect.interrupted_wait import interrupted_wait, stopped_while_pinned
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
@@ -77,7 +77,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     trained = {e.line for e in exceptions if e.thread and scanner.last_progress < e.line
                and any(train_rx.search(f.function) for f in e.frames)}    # the thread ran the training loop
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
-            if e.type.rsplit(".", 1)[-1] not in BENIGN_EXC
+            if not is_benign(e)
             and (not e.thread or e.line in trained or any(e.line < p <= e.line + tail for p in prompts)
                  or (scanner.last_progress < e.line and any(c > e.line for c in closed)))]
     peer_gone = spec.get("teardown_exception_after_finish")
@@ -447,6 +447,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
     fallback_failed(findings, exceptions, (verdict_spec().get("fallback_chain") or {}).get("reason"), lang)
     interrupted_wait(findings, exceptions, scanner, status, verdict_spec().get("interrupted_wait"), lang)
+    stopped_while_pinned(findings, scanner, verdict_spec().get("interrupted_wait"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)
@@ -482,7 +483,7 @@ def _candidate(exc: ExceptionInfo) -> bool:
     """Neither benign (Ctrl-C) nor a wrapper of a failure told elsewhere (a launcher's, a message
     that only points at the logs)."""
     short = exc.type.rsplit(".", 1)[-1]
-    return short not in BENIGN_EXC and short not in _WRAPPERS and not points_elsewhere(exc)
+    return not is_benign(exc) and short not in _WRAPPERS and not points_elsewhere(exc)
 
 
 def root_exception(exceptions: list[ExceptionInfo]) -> Optional[ExceptionInfo]:

@@ -199,6 +199,15 @@ _CPP = re.compile(r"^(?:Exception raised from |frame #\d+:)")
 _LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib(?:64)?/python\d|<frozen |<built-in|\\lib\\|/usr/lib/"
                       r"|\.(?:pyx|pxi|pxd|so)$)")
 BENIGN_EXC = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration"}
+# torchrun's agent turns the user's Ctrl-C into "SignalException: Process N got signal: 2": the same interrupt
+_SIGINT_EXC = re.compile(r"got signal: (?:2|SIGINT)\s*$")
+
+
+def is_benign(exc: "ExceptionInfo") -> bool:
+    """An exit that is no failure of its own: Ctrl-C (KeyboardInterrupt, or torchrun's SignalException for
+    SIGINT), SystemExit, a generator or iterator ending."""
+    short = exc.type.rsplit(".", 1)[-1]
+    return short in BENIGN_EXC or (short == "SignalException" and bool(_SIGINT_EXC.search(exc.message)))
 
 
 @dataclass
@@ -372,6 +381,6 @@ class TracebackParser:
     def headline(self) -> Optional[ExceptionInfo]:
         """The last non-benign final exception, else the last one."""
         for exc in reversed(self.exceptions):
-            if exc.type.rsplit(".", 1)[-1] not in BENIGN_EXC:
+            if not is_benign(exc):
                 return exc
         return self.exceptions[-1] if self.exceptions else None
