@@ -1,7 +1,8 @@
 """How far a job went on past an error: an exit crash of a run that had completed its work (rules/verdict.yaml `exit_after_completion`).
 
 A run that printed its finish line after reaching its planned end (the last step counter before the
-finish at its total: "74/74", or a save begun after its last progress line: the final save) and
+finish at its total: "74/74", or a save begun after its last progress line: the final save; or whose last
+finish is its final outputs written after the loop: "Saving predictions to ...", "Models exported at ...") and
 then died at interpreter exit (a SIGABRT / segfault in a destructor, `terminate called`, the
 launcher's "exitcode: -6" and its ChildFailedError wrapper) lost nothing: its outputs were written.
 Those deaths are teardown, like the peers' deaths `teardown_after_finish` drops, and the log is
@@ -43,10 +44,15 @@ def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: li
     finishes = [h for h in scanner.finishes() if h[1] not in spec.get("weak_finish", ())]
     if not cfg or not finishes:
         return deaths, excs
-    finish = max(finishes)[0]
+    finish, kind = max(finishes)[:2]
     wrappers = set(cfg.get("wrappers", ()))
-    after = [e for e in exceptions if e.line > finish]
-    if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not _completed(scanner, finish, cfg):
+    # (an exception raised inside a cleanup call after the finish, `torch.npu.empty_cache()` in a web UI's finalizer,
+    # is teardown too: the work was done)
+    cleanup = set(cfg.get("cleanup_frames", ()))
+    after = [e for e in exceptions if e.line > finish and not any(f.function in cleanup for f in e.frames)]
+    # (the final outputs written after the loop, with no progress after them, are the completion itself)
+    outputs = kind in cfg.get("output_finishes", ()) and scanner.last_progress <= finish
+    if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not (outputs or _completed(scanner, finish, cfg)):
         return deaths, excs
     saves = sorted(h[:2] for h in scanner.hits.get("save", ()) if h[0] > finish)
     if saves and saves[-1][1] in cfg.get("final_save", ()):     # a save after the finish that never completed
@@ -55,7 +61,7 @@ def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: li
     if keep is not None and any(n > finish and keep.search(raw.decode("utf-8", "replace")) for n, raw in scanner.rows(finish)):
         return deaths, excs     # an error of its own after the finish (a collective timeout, a kill): not teardown
     kinds = set(cfg.get("deaths", ()))
-    wrapped = {e.line for e in after}
+    wrapped = {e.line for e in exceptions if e.line > finish}
     return ([d for d in deaths if not (d[0] > finish and d[1] in kinds)],
             [x for x in excs if not (x[0] > finish and x[0] in wrapped)])
 

@@ -336,6 +336,8 @@ def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
     if grads and all(g <= th.zero_grad for g in grads):  # type: ignore[operator]
         return []       # nothing moves at all: no-grad tells it
+    if sum(r.poor for r in fin) * 2 > len(fin):
+        return []       # the lines print a poor training accuracy: a small-scale loss (heatmap MSE), no answer given away
     first, last, late = fin[0], fin[-1], fin[0].epoch is not None and fin[0].epoch >= 1.0
     return [Anomaly("low_start", "loss-suspicious", "warning" if late else "error", first.line, last.line, first.step,
                     len(fin), {"loss": fmt(first.loss), "from": first.at, "max_loss": fmt(max(r.loss for r in fin)),  # type: ignore[type-var]

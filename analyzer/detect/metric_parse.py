@@ -58,7 +58,9 @@ ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]
               rb"""|\btrain/total_loss:\s*[-+0-9.NnIi]"""
               # snake-case keys with a space or a colon ("iter 50/135 train_loss 1.3863", "Epoch:3, Training_loss:0.6822";
               # not the Trainer's end-of-run `TrainOutput(global_step=30, training_loss=36.7, ...)` average)
-              rb"""|\btrain_loss +[-+0-9.NnIi]|\b[Tt]raining_loss:\s*[-+0-9.NnIi]""")
+              rb"""|\btrain_loss +[-+0-9.NnIi]|\b[Tt]raining_loss:\s*[-+0-9.NnIi]"""
+              # NeMo 2: "Training epoch 0, iteration 10/999 | lr: 5e-06 | global_step: 10 | reduced_train_loss: 2.41 | ..."
+              rb"""|\breduced_train_loss:\s*[-+0-9.NnIi]""")
 # "Epoch 2/3" (Keras, tqdm descriptions) and "Epoch [2/3]" (the PyTorch tutorials' loops) count from 1; "epoch 0.5"
 # in a record counts epochs completed
 EPOCH_OF_SRC = rb"(?i)\bepoch\s*(?:\s|\[\s*)([0-9]+)\s*/\s*([0-9]+)"
@@ -78,7 +80,7 @@ FP16_SRC = (rb"""\bfp16[=:]\s*True\b|--fp16(?:\s+[Tt]rue)?(?:\s|$)|["']fp16["']:
             rb"""16-bits training: True|torch\.cuda\.amp\.GradScaler|\bGradScaler\(""")
 
 _KEYS = (rb"val(?:idation)? loss", rb"eval loss", rb"test loss", rb"lm loss", rb"loss scale", rb"loss_scale",
-         rb"train_loss_step", rb"training_loss", rb"train_loss", rb"loss/train", rb"train/total_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
+         rb"reduced_train_loss", rb"train_loss_step", rb"training_loss", rb"train_loss", rb"loss/train", rb"train/total_loss", rb"actor/pg_loss", rb"pg_loss", rb"policy_loss", rb"loss",
          rb"grad_norm", rb"grad norm", rb"learning_rate", rb"learning rate", rb"lr", rb"epoch",
          rb"global_step(?:/max_steps)?", rb"current_steps", rb"num_updates", rb"step", rb"iteration", rb"iter")
 _VALUE = (rb"""(?:\]|['"])?\s*[:=]?\s*['"]?\[?([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?|\.[0-9]+(?:e[-+]?[0-9]+)?|nan"""
@@ -88,7 +90,7 @@ KEYVAL_SRC = rb"(?<![a-z_])(" + b"|".join(_KEYS) + b")" + _VALUE
 # pattern then starts with a set of letters, which `re` skips to instead of trying every position.
 _KEYVAL_FAST_SRC = b"(" + b"|".join(k[:1] + b"(?<![a-z_]" + k[:1] + b")" + k[1:] for k in _KEYS) + b")" + _VALUE
 
-_FIELD = {b"lm loss": 1, b"train_loss_step": 1, b"training_loss": 1, b"train_loss": 1, b"loss/train": 1, b"train/total_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
+_FIELD = {b"lm loss": 1, b"reduced_train_loss": 1, b"train_loss_step": 1, b"training_loss": 1, b"train_loss": 1, b"loss/train": 1, b"train/total_loss": 1, b"loss": 1, b"actor/pg_loss": 1, b"pg_loss": 1,
           b"policy_loss": 1, b"grad_norm": 2, b"grad norm": 2, b"learning_rate": 3, b"learning rate": 3, b"lr": 3,
           b"epoch": 4, b"current_steps": 0, b"num_updates": 0, b"global_step": 0, b"global_step/max_steps": 0, b"step": 0, b"iteration": 0, b"iter": 0}
 _MMENGINE_ITER = re.compile(rb"\bIter\(train\) \[\s*([0-9]+)/[0-9]+\]")
@@ -99,6 +101,15 @@ _EPOCH_ITER = re.compile(rb"(?i)\bepoch:? \[ *([0-9]+)\]\[ *([0-9]+)/([0-9]+)\]"
 # stripped to a bare point (MMF's "lr: 0." during warm-up), is below the display's precision, not 0; "0",
 # "0.0" and "0.0e+00" (repr, %g, quoted strings) are a real 0
 _BELOW_PRECISION = re.compile(rb"0\.(?:00+)?\Z")
+# ... but six or more zero decimals ("lr: 0.000000") bound it below 5e-7, a rate that trains nothing: it is read as
+# that bound (metric_lr_tiny's floor), not as unknown
+_FINE_ZEROS = 6
+
+
+def below_precision(val: bytes) -> Optional[float]:
+    """A learning rate printed as fixed zeros: unknown (None), or its bound when the display is fine enough."""
+    d = len(val) - 2
+    return 0.5 * 10.0 ** -d if d >= _FINE_ZEROS else None
 # words of RL post-training records (GRPO/PPO): their loss may be 0 at the start or negative, by design
 _RL_WORDS = (b"reward", b"'kl'", b"kl_loss", b"pg_loss", b"policy_loss", b"advantage", b"completion_length",
              b"completions/", b"clip_ratio")
@@ -260,6 +271,8 @@ class Record:
     perfect: bool = False      # the same line prints a training accuracy of 100% (`Prec@1 100.000`, `acc: 1.0000`)
     rounded: bool = False      # a loss of 0 printed with fixed decimals (`train_loss_step=0.000`): below the
                                # display's precision, not an exact 0 (as `_BELOW_PRECISION` for a learning rate)
+    poor: bool = False         # a tiny loss (< 0.01) beside a training accuracy under POOR_ACC: the loss is a small-scale
+                               # one (a heatmap MSE), not a model that sees the answer
 
     @property
     def at(self) -> str:
@@ -303,6 +316,20 @@ def is_rounded_zero_loss(text: bytes) -> bool:
     """Whether a metric line prints its loss as 0 with fixed decimals (below the display's precision)."""
     m = _ROUNDED_LOSS.search(text)
     return m is not None and m.group(0).endswith(b"00")
+
+
+# the first training-accuracy field of a line with its value (`acc: 0.3100`, `Acc@1 31.2`, `'accuracy': 0.31`)
+_ACC_VALUE = re.compile(rb"""(?i)(?<![\w/])(?:prec@1|acc@1|top-?1|(?:train_)?acc(?:uracy)?)['"]?\s*[:=]?\s*['"]?([0-9]+(?:\.[0-9]+)?)(?![\d.])""")
+POOR_ACC = 0.5
+
+
+def is_poor_accuracy(text: bytes) -> bool:
+    """Whether a metric line prints a training accuracy below POOR_ACC (a fraction, or a percentage above 1)."""
+    m = _ACC_VALUE.search(text) if (b"cc" in text or b"rec@" in text or b"op" in text) else None
+    if m is None:
+        return False
+    v = float(m.group(1))
+    return (v / 100 if v > 1 else v) < POOR_ACC
 
 
 def is_perfect_accuracy(text: bytes) -> bool:
@@ -351,7 +378,9 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                 out[0] = _step_of(val)
             elif k == 1:
                 out[1] = loss_num(val)
-            elif not (k == 3 and _BELOW_PRECISION.match(val)):
+            elif k == 3 and _BELOW_PRECISION.match(val):
+                out[k] = below_precision(val)
+            else:
                 out[k] = num(val)
     else:
         bare_nan = False    # the loss read so far is a bare `loss` that is nan
@@ -374,7 +403,9 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
                 # manual optimization (nothing returned), while the module's own `train_loss` on the line is the loss
                 bare_nan = m.group(1) == b"loss" and v is not None and v != v and not bare_nan
                 out[1] = v
-            elif not (k == 3 and _BELOW_PRECISION.match(m.group(2))):
+            elif k == 3 and _BELOW_PRECISION.match(m.group(2)):
+                out[k] = below_precision(m.group(2))
+            else:
                 out[k] = num(m.group(2))
     if out[1] is None and out[2] is not None and out[2] != out[2] and b"iteration" in low:
         # Megatron prints a loss only when its average is > 0: a NaN loss leaves just "grad norm: nan"

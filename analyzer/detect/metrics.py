@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import Record, is_flat_reward, is_perfect_accuracy, is_rl_line, is_rounded_zero_loss, keras_epoch, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_parse import Record, is_flat_reward, is_perfect_accuracy, is_poor_accuracy, is_rl_line, is_rounded_zero_loss, keras_epoch, parse_line, regexes, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_guard import GATES as GUARD_GATES, new_guard, scan_guard
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
@@ -112,11 +112,11 @@ class MetricTracker:
 
     # ---------------------------------------------------------------- feeding
     def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None, rl: bool = False,
-            flat_reward: bool = False, perfect: bool = False, rounded: bool = False) -> Record:
+            flat_reward: bool = False, perfect: bool = False, rounded: bool = False, poor: bool = False) -> Record:
         step, loss, grad, lr, epoch = parsed
         if step is None:
             step = bar_step
-        rec = Record(self.count, line, step, loss, grad, lr, epoch, rl, rl and flat_reward, perfect, rounded)
+        rec = Record(self.count, line, step, loss, grad, lr, epoch, rl, rl and flat_reward, perfect, rounded, poor)
         self.count += 1
         if grad is not None:
             self.grad_seen += 1
@@ -316,7 +316,8 @@ class MetricTracker:
                     parsed = parsed[:4] + (ep,)
             self.add(line_base + nl, parsed, self._bar_before(view, ls) if parsed[0] is None else None,
                      rl, rl and is_flat_reward(text), parsed[1] == 0 and is_perfect_accuracy(text),
-                     parsed[1] == 0 and is_rounded_zero_loss(text))
+                     parsed[1] == 0 and is_rounded_zero_loss(text),
+                     parsed[1] is not None and 0 < parsed[1] < 0.01 and is_poor_accuracy(text))
 
     def _tables(self, lines: bytes, view: bytes, line_base: int) -> None:
         """Notebook loss tables: a header line names the columns, the rows below it are numbers only

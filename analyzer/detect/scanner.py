@@ -31,7 +31,9 @@ _PROGRESS_TAIL = 8192    # progress literals are first looked for in the last by
 # metric named ".../step" or a number with decimals: "timing_s/step:118.9" is a duration)
 _LOADING = re.compile(rb"\b[Ll]oading\b")      # the same words the tqdm-step progress marker leaves out
 _COUNTER = re.compile(rb"\b(\d+)/(\d+) \[[0-9:]+<|\biteration\s+(\d+)\s*/\s*(\d+)\s*\||(?<![/.\w])(?i:(global_step|step)\b)\s*[=:\[]?\s*(\d+)\b(?!\.\d)"
-                      rb"""|['"]epoch['"]\s*:\s*['"]?(\d+(?:\.\d+)?)""")   # a Trainer record's epoch, in thousandths
+                      rb"""|['"]epoch['"]\s*:\s*['"]?(\d+(?:\.\d+)?)"""   # a Trainer record's epoch, in thousandths
+                      # mmcv / the PyTorch examples: "Epoch [1][100/368]", "Epoch: [0][ 250/5005]" (iterations run)
+                      rb"""|\b[Ee]poch:? \[ *(\d+)\]\[ *(\d+)/(\d+)\]""")
 
 
 _DISTINCT_KEYS = 4096     # keys a keyed `distinct` marker tracks at most (a long log's sequence numbers)
@@ -299,6 +301,8 @@ class Scanner:
                     key, value = b"iteration/" + m.group(4), int(m.group(3))
                 elif m.group(5):
                     key, value = m.group(5).lower(), int(m.group(6))
+                elif m.group(8):
+                    key, value = b"epoch-iter", int(m.group(8)) * int(m.group(10)) + int(m.group(9))
                 elif epochs:
                     key, value = b"epoch", int(float(m.group(7)) * 1000)
                 else:
