@@ -77,13 +77,25 @@ def test_a_launch_without_a_port_whose_bind_fails_before_progress_is_fix():
     assert act == "fix" and "names no port" in reason
 
 
-def test_a_launch_with_its_own_port_stays_retry():
+# A port the user fixed that is already taken before any progress is held by a leftover process or another job:
+# the same command binds it again (actions.yaml `fixed-port-held-at-launch`; session 32 reversed the earlier
+# "explicit port stays retry" from an unseen log whose rerun failed the same way); under Slurm it stays retry.
+
+def test_a_launch_with_its_own_port_held_before_progress_is_fix():
     log = "(env) u@srv:~/proj$ torchrun --nproc_per_node=2 --master_port 29611 train.py\n" + LAUNCH_FAIL
-    assert action(log)[0] == "retry"
+    act, reason = action(log)
+    assert act == "fix" and "leftover process" in reason
 
 
-def test_an_exported_master_port_stays_retry():
+def test_an_exported_master_port_held_before_progress_is_fix():
     log = "+ export MASTER_PORT=29733\n+ python -m torch.distributed.launch --nproc_per_node=2 train.py\n" + LAUNCH_FAIL
+    assert action(log)[0] == "fix"
+
+
+def test_an_explicit_port_clash_after_progress_stays_retry():
+    log = ("(env) u@srv:~/proj$ torchrun --nproc_per_node=2 --master_port 29611 train.py\n"
+           + "".join(f"{{'loss': {2.0 - i / 10:.2f}, 'learning_rate': 1e-05, 'epoch': {i / 10:.1f}}}\n" for i in range(1, 8))
+           + LAUNCH_FAIL)
     assert action(log)[0] == "retry"
 
 

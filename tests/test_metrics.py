@@ -314,7 +314,10 @@ def test_detector_texts_are_complete():
                    "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
                    "interrupted_save": "verdict-resumed-interrupted-save"}
     # interrupted_wait (detect/interrupted_wait): one entry per reading, each a complete text of its own
-    nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm"}}
+    nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm",
+                                   "collective": "verdict-interrupted-in-collective",
+                                   "collective_pinned_stop": "verdict-stopped-while-gpus-pinned",
+                                   "collective_stalled": "verdict-stalled-first-step-gpus-pinned"}}
     assert set(texts) == set(RULE_IDS) | set(verdict_ids) | set(nested)
     flat = [(kind, entry) for kind, entry in texts.items() if kind not in nested]
     for kind, readings in nested.items():
