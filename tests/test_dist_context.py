@@ -35,9 +35,9 @@ def test_a_retried_error_the_final_exception_repeats_is_the_cause_again():
     rep = report(STORE)
     top = rep.findings[0]
     assert top.rule_id == "c10d-store-connect-timeout" and top.severity == "error"
-    # the `recovered` context no longer demotes an error that came back after its last retry (session 31), so
-    # the error stays one from the start; before that, death_repeats restored it with context retried-then-died
-    assert top.judgement is None or top.judgement["context"] == "retried-then-died"
+    # the `recovered` context does not demote an error that came back after its last retry: the error is one from
+    # the start, with no judgement to undo (death_repeats' retried-then-died is for a demotion the death reverses)
+    assert top.judgement is None
     assert rep.extra["action"] == "fix"
 
 

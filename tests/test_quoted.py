@@ -174,6 +174,24 @@ def test_the_users_exit_command_closing_a_demo_is_kept():
     said = DEMO + "\n用户：stop talking about this\n"
     assert not quoted.mask(said.encode()).split(b"\n")[-2].strip()
 
+
+def test_the_kept_exit_command_and_the_finish_marker_agree():
+    """The exit words live twice (quoted.py's `bye`, verdict.yaml's chat-cli-exit): every line the marker reads as
+    the session's end survives masking, and a line it does not read stays conversation."""
+    import re
+    from llmtriage.detect.spec import verdict_spec
+    marker = next(m for m in verdict_spec()["markers"] if m["name"] == "chat-cli-exit")
+    rx = re.compile(marker["regex"])
+    for words in ("exit", "quit", "stop", "q", ":q", ":quit"):
+        for who in ("用户", "User", "USER", "Human"):
+            for sep in (":", "：", ": ", "： "):
+                bye = f"{who}{sep}{words}"
+                kept = quoted.mask((DEMO + "\n" + bye + "\n").encode()).split(b"\n")[-2] == bye.encode()
+                assert bool(rx.search(bye)) and kept, bye
+    for said in ("用户：stop it", "User: exit code?", "Human: quitting"):
+        assert not rx.search(said)
+        assert not quoted.mask((DEMO + "\n" + said + "\n").encode()).split(b"\n")[-2].strip()
+
 def test_a_demo_that_crashes_keeps_its_traceback_and_one_speaker_alone_is_not_a_transcript():
     crashed = DEMO + OOM_TB
     errs = _errors(llmtriage.analyze(crashed))

@@ -19,6 +19,7 @@ rising, and a loss that keeps falling at a small learning rate.
 from __future__ import annotations
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
+from llmtriage.detect.metric_parse import Bound
 from llmtriage.detect.metrics import MetricTracker, Record, finite
 
 FLOOR_SHARE = 0.02   # a floor at most this share of the peak ...
@@ -62,7 +63,8 @@ def lr_tiny(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
             return []
         z, p = tail[0], recs[peak_i]
         return [Anomaly("lr_floor", "no-grad", "error", z.line, tail[-1].line, z.step, run, {
-            "records": run, "total": len(recs), "from": z.at, "to": tail[-1].at, "lr": fmt(floor),
+            "records": run, "total": len(recs), "from": z.at, "to": tail[-1].at,
+            "lr": f"< {fmt(floor)}" if isinstance(floor, Bound) else fmt(floor),
             "before": fmt(peak), "before_at": p.at, "loss": fmt(loss)})]
     if peak < TINY_ABS and len(recs) - 1 - peak_i >= AFTER_PEAK:   # type: ignore[operator]
         flat, loss = _no_gain(recs, th.zero_tail_records)

@@ -106,10 +106,14 @@ _BELOW_PRECISION = re.compile(rb"0\.(?:00+)?\Z")
 _FINE_ZEROS = 6
 
 
+class Bound(float):
+    """An upper bound read from a value printed as fixed zeros (a report says "below 5e-07", never "5e-07")."""
+
+
 def below_precision(val: bytes) -> Optional[float]:
     """A learning rate printed as fixed zeros: unknown (None), or its bound when the display is fine enough."""
     d = len(val) - 2
-    return 0.5 * 10.0 ** -d if d >= _FINE_ZEROS else None
+    return Bound(0.5 * 10.0 ** -d) if d >= _FINE_ZEROS else None
 # words of RL post-training records (GRPO/PPO): their loss may be 0 at the start or negative, by design
 _RL_WORDS = (b"reward", b"'kl'", b"kl_loss", b"pg_loss", b"policy_loss", b"advantage", b"completion_length",
              b"completions/", b"clip_ratio")

@@ -76,8 +76,9 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     train_rx = _rx(spec.get("thread_training_frames") or r"(?!)")
     trained = {e.line for e in exceptions if e.thread and scanner.last_progress < e.line
                and any(train_rx.search(f.function) for f in e.frames)}    # the thread ran the training loop
+    swallowed = set(spec.get("swallowed_frames", ()))
     excs = [(e.line, "exception", clip(e.headline, 300)) for e in exceptions
-            if not is_benign(e)
+            if not is_benign(e) and not any(f.function in swallowed for f in e.frames)
             and (not e.thread or e.line in trained or any(e.line < p <= e.line + tail for p in prompts)
                  or (scanner.last_progress < e.line and any(c > e.line for c in closed)))]
     peer_gone = spec.get("teardown_exception_after_finish")
@@ -289,8 +290,11 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Option
     spec = verdict_spec()
     reports = set(spec["death_reports"])
     explains = set(spec["explains_death"])
+    by_message = spec.get("death_report_messages")
+    never = spec.get("never_explained")
     for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error"]:
-        report = u.captures.get("type", "").rsplit(".", 1)[-1] in reports
+        report = u.captures.get("type", "").rsplit(".", 1)[-1] in reports or bool(
+            by_message and _rx(by_message).search(u.message))
         earlier = [f for f in findings if f is not u and f.rule_id != "unknown" and f.judgement is None
                    and f.line <= u.line and _same_process(f, u)]
         if report and any(f.severity == "error" for f in earlier):
@@ -298,7 +302,8 @@ def _yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Option
             continue
         if any(f.severity == "error" and f.role == "cause" for f in earlier):
             continue
-        causes = [f for f in earlier if f.severity == "warning" and f.role == "cause" and f.category in explains]
+        causes = [f for f in earlier if f.severity == "warning" and f.role == "cause" and f.category in explains
+                  and not (never and _rx(never).search(u.message))]
         if causes:
             best = max(causes, key=lambda f: (f.priority, f.line))
             best.judgement = {"context": "explains-death", "severity_was": "warning",
