@@ -50,3 +50,13 @@ def test_near_zero_loss_right_after_a_resume_is_a_warning():
         return next(f for f in report(text).findings if f.rule_id == "metric-loss-near-zero-from-start")
     assert low_start(LOW).severity == "error"
     assert low_start(RESUMED + LOW).severity == "warning"
+
+
+def test_nccl_socket_handshake_of_the_wrong_type_is_fixed_not_retried():
+    # "socketFinalizeAccept: wrong type 3 != 4" under a ncclRemoteError: the two nodes' NCCL connections
+    # disagree (verdict.yaml nccl-socket-handshake-mismatch), not a peer that died (actions.yaml)
+    with open("fixtures/nccl-error/torchrun-2node-roce-nccl-socketfinalizeaccept-wrong-type.log", encoding="utf-8") as fh:
+        rep = report(fh.read())
+    assert rep.findings[0].category == "nccl-error" and rep.extra["action"] == "fix"
+    assert "wrong type or magic" in rep.extra["action_reason"]
+

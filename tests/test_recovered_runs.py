@@ -93,3 +93,30 @@ def test_crash_in_a_save_begun_after_the_finish_line_keeps_the_death() -> None:
             "Saving model checkpoint to saves/full/sft\nSegmentation fault (core dumped)\n")
     rep = llmtriage.analyze(text)
     assert rep.extra["status"] == "crashed" and any(f.category == "native-crash" for f in _errors(rep))
+
+
+
+HOST_NOT_FOUND = ("Traceback (most recent call last):\n"
+                  '  File "/usr/lib/python3.7/site-packages/torch/distributed/rendezvous.py", line 143, in _env_rendezvous_handler\n'
+                  "    store = TCPStore(master_addr, master_port, start_daemon)\n"
+                  "ValueError: host not found: Name or service not known\n")
+POD_STEPS = "".join(f"2019-01-11 05:46:{i:02d},713 INFO     step={i * 100} loss={2.0 - i / 10:.4f}\n" for i in range(5))
+
+
+def test_pod_listed_running_again_after_restarts_is_a_new_attempt() -> None:
+    # a worker pod crash-looping until its master's service resolves, then listed Running after 4 restarts
+    # and training (verdict.yaml new-attempt): the rendezvous errors of the earlier attempts were survived
+    pods = ("NAME                 READY   STATUS    RESTARTS   AGE\n"
+            "optimizer-worker-0   1/1     Running   4          2m44s\n")
+    rep = llmtriage.analyze(HOST_NOT_FOUND + "$ kubectl logs optimizer-worker-0 --previous\n" + HOST_NOT_FOUND
+                            + pods + POD_STEPS)
+    assert not _errors(rep) and rep.extra["action"] == "none"
+    hit = next(f for f in rep.findings if f.rule_id == "c10d-store-connect-failed")
+    assert hit.count == 2 and hit.judgement["context"] == "resumed"
+
+
+def test_pod_still_crash_looping_is_no_new_attempt() -> None:
+    pods = ("NAME                 READY   STATUS             RESTARTS   AGE\n"
+            "optimizer-worker-0   0/1     CrashLoopBackOff   4          2m44s\n")
+    rep = llmtriage.analyze(HOST_NOT_FOUND + pods + HOST_NOT_FOUND)
+    assert [f.rule_id for f in _errors(rep)] == ["c10d-store-connect-failed"]
