@@ -88,6 +88,11 @@ class Finding:
     action_reason: str = ""
     judgement: Optional[dict[str, Any]] = None   # {context, severity_was, reason} when context changed severity
 
+    def same_process(self, other: "Finding") -> bool:
+        """Whether the two findings may come from one process: either has no rank, or their ranks meet."""
+        return (self.rank is None or other.rank is None or self.rank == other.rank or other.rank in self.ranks
+                or self.rank in other.ranks)
+
     def sort_key(self) -> tuple:
         # errors first: by the time findings are ranked, the verdict has promoted any warning that
         # explains a death to an error, so a warning left is never the root cause of an error beside it

@@ -14,9 +14,6 @@ from llmtriage.findings import Finding
 from llmtriage.detect.spec import tr
 
 
-def _same_process(f: Finding, g: Finding) -> bool:
-    return f.rank is None or g.rank is None or f.rank == g.rank or g.rank in f.ranks or f.rank in g.ranks
-
 
 def crash_after_cause(findings: list[Finding], spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
     """Demote each crash finding (`spec["crashes"]` categories, a recognised rule, still an error cause)
@@ -29,7 +26,7 @@ def crash_after_cause(findings: list[Finding], spec: Optional[dict[str, Any]], l
             and f.rule_id != "unknown"]
     for f in [c for c in live if c.category in crashes]:
         before = [g for g in live if g is not f and g.category in causes and g.line < f.line
-                  and 0 <= f.line - (g.last_line or g.line) <= window and _same_process(f, g)]
+                  and 0 <= f.line - (g.last_line or g.line) <= window and f.same_process(g)]
         if before:
             cause = max(before, key=lambda g: g.line)
             f.role, f.priority = "symptom", 0
@@ -53,12 +50,12 @@ def death_after_warning_cause(findings: list[Finding], spec: Optional[dict[str, 
     wrappers |= set(after)
     for w in [f for f in findings if f.rule_id in wrappers and f.severity == "error" and f.judgement is None]:
         if any(g is not w and g.severity == "error" and g.role == "cause" and g.judgement is None
-               and g.rule_id not in wrappers and g.line <= w.line and _same_process(w, g) for g in findings):
+               and g.rule_id not in wrappers and g.line <= w.line and w.same_process(g) for g in findings):
             continue        # an error of its own explains the death (crash_after_cause, the ranking)
         before = [g for g in findings if g.severity == "warning" and g.role == "cause" and g.judgement is None
                   and g.category in explains
                   and (0 < w.line - (g.last_line or g.line) <= window if w.rule_id not in after
-                       else 0 < g.line - w.line <= after[w.rule_id]) and _same_process(w, g)]
+                       else 0 < g.line - w.line <= after[w.rule_id]) and w.same_process(g)]
         if not before:
             continue
         cause = max(before, key=lambda g: (g.last_line or g.line, g.priority))

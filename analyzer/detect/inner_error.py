@@ -25,9 +25,6 @@ def _norm(text: str) -> str:
     return _WS.sub(" ", text).strip().lower()
 
 
-def _same_process(f: Finding, g: Finding) -> bool:
-    return f.rank is None or g.rank is None or f.rank == g.rank or g.rank in f.ranks or f.rank in g.ranks
-
 
 def wrapper_yields_to_inner(findings: list[Finding], spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
     """Demote each error cause whose `spec["capture"]` capture (at least `spec["min_chars"]` long)
@@ -45,7 +42,7 @@ def wrapper_yields_to_inner(findings: list[Finding], spec: Optional[dict[str, An
         key = inner[:int(spec["compare_chars"])]
         inners = [g for g in findings if g is not w and g.rule_id not in (w.rule_id, "unknown")
                   and g.severity == "error" and g.judgement is None and g.category not in skip
-                  and g.category != w.category and g.line <= w.line and _same_process(w, g)
+                  and g.category != w.category and g.line <= w.line and w.same_process(g)
                   and key in _norm(g.evidence or "")]
         if not inners:
             continue

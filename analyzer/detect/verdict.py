@@ -49,6 +49,7 @@ from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
 from llmtriage.detect.inner_exception import opaque_headline
+from llmtriage.detect.yield_unknown import promote_covering, yield_unknown
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
@@ -267,10 +268,6 @@ def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang:
                            "reason": tr(spec["reason"], lang, line=death["line"])}
 
 
-def _same_process(f: Finding, u: Finding) -> bool:
-    return f.rank is None or u.rank is None or f.rank == u.rank or u.rank in f.ranks
-
-
 def _timeouts_after_death(findings: list[Finding], lang: Optional[str]) -> None:
     spec = verdict_spec().get("death_before_timeouts")
     if not spec:
@@ -284,52 +281,6 @@ def _timeouts_after_death(findings: list[Finding], lang: Optional[str]) -> None:
             f.role, f.priority = "symptom", 0
             f.judgement = {"context": "after-peer-death", "severity_was": "error",
                            "reason": tr(spec["reason"], lang, line=first.line)}
-
-
-def _yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optional[Scanner] = None) -> None:
-    spec = verdict_spec()
-    reports = set(spec["death_reports"])
-    explains = set(spec["explains_death"])
-    by_message = spec.get("death_report_messages")
-    never = spec.get("never_explained")
-    for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error"]:
-        report = u.captures.get("type", "").rsplit(".", 1)[-1] in reports or bool(
-            by_message and _rx(by_message).search(u.message))
-        earlier = [f for f in findings if f is not u and f.rule_id != "unknown" and f.judgement is None
-                   and f.line <= u.line and _same_process(f, u)]
-        if report and any(f.severity == "error" for f in earlier):
-            u.role = "symptom"          # it only reports a death that a recognised signature explains
-            continue
-        if any(f.severity == "error" and f.role == "cause" for f in earlier):
-            continue
-        causes = [f for f in earlier if f.severity == "warning" and f.role == "cause" and f.category in explains
-                  and not (never and _rx(never).search(u.message))]
-        if causes:
-            best = max(causes, key=lambda f: (f.priority, f.line))
-            best.judgement = {"context": "explains-death", "severity_was": "warning",
-                              "reason": tr(spec["explains_reason"], lang, line=u.line)}
-            best.severity = "error"
-            u.role = "symptom"          # the promoted cause explains this exception: one root cause, not two
-            continue
-        if report and scanner is not None:
-            # a death report's message goes on below it (Ray's actor fields, then "The actor is dead
-            # because ..."): a signature there is the report's own explanation, not a later event
-            upto = u.line + scanner.continuation_after(u.line, int(spec["after_death"]["message_lines"]))
-            if any(f is not u and f.rule_id != "unknown" and f.judgement is None and f.severity == "error"
-                   and u.line < f.line <= upto and _same_process(f, u) for f in findings):
-                u.role = "symptom"
-
-
-def _promote_covering(covered: list[Finding], line: int, lang: Optional[str]) -> None:
-    """Only cascade symptoms are errors, yet the exception that ended the job is itself the evidence
-    of a warning-level cause ("RuntimeError: No CUDA GPUs are available" under srun): that cause is
-    the root, promoted to error as a death it explains."""
-    spec = verdict_spec()
-    for f in covered:
-        if f.severity == "warning" and f.role == "cause" and f.judgement is None and f.category in spec["explains_death"]:
-            f.judgement = {"context": "explains-death", "severity_was": "warning",
-                           "reason": tr(spec["explains_reason"], lang, line=line)}
-            f.severity = "error"
 
 
 def _settled(findings: list[Finding], scanner: Scanner, lang: Optional[str]) -> None:
@@ -423,7 +374,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         if root is not None and not covered:
             findings.append(unknown_finding(root, lang))
         elif root is not None:
-            _promote_covering(covered, root.line, lang)
+            promote_covering(covered, root.line, lang)
     if status == "running" and report.extra.get("thread_dump") and not any(f.severity == "error" for f in findings):
         from llmtriage.detect.threaddump import hang_finding   # deferred: loaded only by scans that met a thread dump
         hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang, scanner)
@@ -441,7 +392,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     wrapper_yields_to_inner(findings, verdict_spec().get("wrapper_inner"), lang)
     death_after_warning_cause(findings, verdict_spec().get("death_after_warning"), set(verdict_spec()["explains_death"]),
                               verdict_spec()["explains_reason"], lang)
-    _yield_unknown(findings, lang, scanner)
+    yield_unknown(findings, lang, scanner)
     recovered_named_by_death(findings, verdict_spec().get("named_by_death"), lang)
     retries_exhausted(findings, scanner, verdict_spec().get("named_by_death"), lang)
     death_repeats(findings, exc, status, verdict_spec().get("named_by_death"), lang)
