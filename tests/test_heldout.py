@@ -11,8 +11,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR_ALL = 4040         # of 4299 (4082 at the end of session 32; 3888 of 4101 at the end of session 31)
-MAX_HEALTHY_ALARMS = 5   # 5 at the end of session 32 (8 at the end of session 31). Since session 23: mq27-1/b1-11 (a flat
+FLOOR_ALL = 4240         # of 4518 (4286 at the end of session 33; 4082 of 4299 at the end of session 32)
+MAX_HEALTHY_ALARMS = 6   # 6 at the end of session 33 (5 at the end of session 32). Since session 23: mq27-1/b1-11 (a flat
                          # loss and a frozen eval loss the batch's own generator wrote); since session 30: m30c-1/b1-12
                          # (one npu-smi snapshot with AICore 0% on a healthy run, read as idle NPUs) and dist30-2/b2-11 (a
                          # Kubernetes pod's previous container OOMKilled, the relaunched one trains on); since session 32:
@@ -21,8 +21,10 @@ MAX_HEALTHY_ALARMS = 5   # 5 at the end of session 32 (8 at the end of session 3
                          # counter, not read as progress, goes on). Session 32 cleared m38b-1/b1-11 (a per-request
                          # rejection the job went on after), m13b-2/10 (an exception in a cleanup call after the finish is
                          # teardown), rec37-2/b2-08 and b2-09 (final outputs written, then a segfault at exit) and
-                         # rec37-2/b2-01 (a loader that falls back to the previous checkpoint is a recovery)
-FLOOR_ACTION = 3987      # next action equal to the label, among logs whose category is right (4029 of 4082)
+                         # rec37-2/b2-01 (a loader that falls back to the previous checkpoint is a recovery). Since
+                         # session 33: m40b-1/b1-12 (BytePS aborts in its zmq van after the benchmark's final summary, a
+                         # native abort at exit with no finish line; measure-only, label debatable)
+FLOOR_ACTION = 4180      # next action equal to the label, among logs whose category is right (4227 of 4286)
 
 
 def _heldout():
