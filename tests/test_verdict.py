@@ -1297,3 +1297,41 @@ def test_what_a_resume_reports_it_did_not_restore_is_not_survived_by_that_resume
     errs = [f for f in rep.findings if f.severity == "error"]
     assert errs and errs[0].rule_id == "resume-optimizer-state-partially-restored", [(f.rule_id, f.severity) for f in rep.findings]
     assert rep.extra["action"] == "fix"
+
+
+_LONG_THEN = (
+    "Token indices sequence length is longer than the specified maximum sequence length for this model (8322 > 4096). "
+    "Running this sequence through the model will result in indexing errors\n"
+    "Traceback (most recent call last):\n"
+    '  File "/w/run.py", line 14, in <module>\n'
+    "    runner.step(batch)\n"
+    '  File "/venv/lib/python3.10/site-packages/stagelib/runner.py", line 88, in step\n'
+    "    self.pipe(batch)\n"
+    "{death}\n")
+
+
+@pytest.mark.parametrize("death, promoted", [
+    ("RuntimeError: stage runner failed", True),                              # a death the long input may explain
+    ("AttributeError: 'NoneType' object has no attribute 'pipe'", True),      # an object an earlier failure left None
+    ("AttributeError: 'StageRunner' object has no attribute 'pipe'", False),  # code and library disagree: no input does that
+    ("NameError: name 'pipe' is not defined", False),
+])
+def test_a_warning_cause_never_explains_a_death_no_runtime_condition_causes(death, promoted):
+    top = llmtriage.analyze(_LONG_THEN.format(death=death)).findings[0]
+    assert (top.rule_id == "tokenizer-seq-longer-than-max") is promoted, (top.rule_id, top.severity)
+    assert top.severity == "error"
+
+
+def test_spawn_reports_the_childs_death_by_message_below_the_childs_error():
+    text = ("Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 936, in all_reduce\n'
+            "    work.wait()\n"
+            "RuntimeError: Operation timed out!\n"
+            "Traceback (most recent call last):\n"
+            '  File "/w/train.py", line 40, in main\n'
+            "    p.join()\n"
+            "RuntimeError: Process 2 terminated with exit code 1\n")
+    findings = llmtriage.analyze(text).findings
+    assert findings[0].rule_id == "nccl-watchdog-timeout"
+    spawn = next(f for f in findings if f.rule_id == "unknown")
+    assert spawn.role == "symptom"

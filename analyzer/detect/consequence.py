@@ -14,7 +14,6 @@ from llmtriage.findings import Finding
 from llmtriage.detect.spec import tr
 
 
-
 def crash_after_cause(findings: list[Finding], spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
     """Demote each crash finding (`spec["crashes"]` categories, a recognised rule, still an error cause)
     to a symptom when an error cause of a `spec["causes"]` category ends at most `spec["window"]`

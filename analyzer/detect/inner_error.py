@@ -25,7 +25,6 @@ def _norm(text: str) -> str:
     return _WS.sub(" ", text).strip().lower()
 
 
-
 def wrapper_yields_to_inner(findings: list[Finding], spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
     """Demote each error cause whose `spec["capture"]` capture (at least `spec["min_chars"]` long)
     begins with text that another error finding's evidence contains, that finding on or above the

@@ -32,8 +32,9 @@ def yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optiona
             continue
         if any(f.severity == "error" and f.role == "cause" for f in earlier):
             continue
-        causes = [f for f in earlier if f.severity == "warning" and f.role == "cause" and f.category in explains
-                  and not (never and _rx(never).search(u.message))]
+        explainable = not (never and _rx(never).search(u.message))
+        causes = [f for f in earlier if explainable and f.severity == "warning" and f.role == "cause"
+                  and f.category in explains]
         if causes:
             best = max(causes, key=lambda f: (f.priority, f.line))
             best.judgement = {"context": "explains-death", "severity_was": "warning",
