@@ -463,3 +463,29 @@ def test_time_per_interval_is_a_mean_step_and_a_rise_at_every_sample_to_the_end_
     t, found = _run(text)
     assert t.steps["loop"].n == 30 and abs(t.steps["loop"].values()[0][1] - 0.1111) < 1e-3
     assert found and "rise" in found[0].numbers and found[0].severity == "error"
+
+
+def _gen_bar(rates, total=3273, start=2):
+    out, n = [], start
+    for r in rates:
+        n += max(2, int(r))
+        out.append(f"Processed prompts:  {100 * n // total}%|███       | {min(n, total)}/{total} [00:{len(out):02d}<00:59, {r:.2f}it/s, "
+                   f"est. speed input: 900.00 toks/s, output: 100.00 toks/s]\n")
+    return "".join(out), n
+
+
+def test_a_generation_bar_stopped_while_collapsing_is_an_error_and_a_finished_one_is_not():
+    """vLLM's offline `Processed prompts` bar: with no training steps, an unfinished generation stopped from
+    outside after its rate collapsed is the slowdown that made the user stop it; a bar that slows at its long
+    tail and reaches its total, or one still running as the log ends, is no finding."""
+    slow = [40.0] * 6 + [30.0, 12.0, 6.0, 3.0, 1.5, 0.9, 0.7, 0.6]
+    bars, _ = _gen_bar(slow)
+    _, [a] = _run(bars + "^CTraceback (most recent call last):\nKeyboardInterrupt\n")
+    assert (a.category, a.severity, a.numbers["stop"]) == ("throughput-low", "error", "^C")
+    assert a.numbers["gen_early"] == "0.025" and float(a.numbers["rise"]) > 30 and "early" not in a.numbers
+    _, found = _run(bars)                                   # no stop: still running as the log ends
+    assert found == []
+    done, n = _gen_bar(slow, total=60)
+    done += "Processed prompts: 100%|██████████| 60/60 [00:20<00:00, 0.50it/s, est. speed input: 9.00 toks/s, output: 1.00 toks/s]\n"
+    _, found = _run(done + "^C\nKeyboardInterrupt\n")      # finished before the stop: generation was not the slow part
+    assert found == []

@@ -30,7 +30,6 @@ every GPU at low utilisation, or when one request decodes below 1 token/s.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections import Counter, deque
 from typing import Any, Optional
 
@@ -38,7 +37,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
-from llmtriage.detect.throughput_util import search_unprefixed, underused
+from llmtriage.detect.throughput_util import periodic, search_unprefixed, underused
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
 
@@ -123,6 +122,9 @@ class ThroughputTracker:
         self.steps: dict[str, Series] = {}          # source -> step time (s)
         self.gen: deque[float] = deque(maxlen=TAIL)         # generation seconds per step (verl) / rollout (vLLM bar)
         self.gen_step: deque[float] = deque(maxlen=TAIL)    # verl step seconds that go with `gen`
+        # seconds per prompt of generation bars not yet at 100%, and whether the last bar drawn was unfinished
+        self.gen_bar = Series()
+        self.gen_open = False
         self.decode: deque[tuple[float, int]] = deque(maxlen=TAIL)   # (tokens/s, running requests), decode only
         self.decode_lines = (0, 0)         # the first and the last line a decode rate was read from
         self.last_entry_line = 0
@@ -232,6 +234,9 @@ class ThroughputTracker:
                 el = secs(m.group(4))
                 if m.group(2) == m.group(3) and el:
                     self.gen.append(el)
+                elif sec is not None and int(m.group(2)) >= 2:
+                    self.gen_bar.add(line, sec)
+                self.gen_open = m.group(2) != m.group(3)
                 return
             kind = classify_bar(label) if label else "training"
             if kind != "training" and lr_postfix().search(seg, m.end(1)):
@@ -338,6 +343,10 @@ class ThroughputTracker:
         strong = False
         # the main step-time series: the source with most samples
         src, series = max(self.steps.items(), key=lambda kv: kv[1].n, default=("", None))
+        if series is None and self.stop is not None and self.gen_open:
+            # no training steps: a generation run (vLLM's `Processed prompts` bar) stopped from outside before it
+            # finished, its time per prompt read as the step time (a bar that finishes slows down at its long tail)
+            src, series = "bar-gen", self.gen_bar
         rate = src == "rate"    # read as a rate (samples or tokens per second): shown as one, not as seconds
         if series is not None and (series.n >= th.rise_min_samples or short_rise(series.values(), th.rise_error)):
             vals = series.values()
@@ -354,7 +363,8 @@ class ThroughputTracker:
                 if rate:
                     nums.update(rate_from=fmt(1 / e), rate_to=fmt(1 / lt), rise=f"{lt / e:.1f}")
                 else:
-                    nums.update(early=fmt(e), late=fmt(lt), rise=f"{lt / e:.1f}")
+                    pre = "gen_" if src == "bar-gen" else ""
+                    nums.update({pre + "early": fmt(e), pre + "late": fmt(lt), "rise": f"{lt / e:.1f}"})
                 first_line, last_line = vals[-k][0], vals[-1][0]
                 # or a timer (not a tqdm rate, smoothed: any step change decays into a monotone run) slower at
                 # nearly every sample to the end (a leak, a loader re-reading a growing file): no plateau
@@ -370,7 +380,7 @@ class ThroughputTracker:
                 first_line, last_line = vals[i][0], vals[j][0]
                 # still climbing at the last record: the run is degrading as the log ends
                 strong = j == len(vals) - 1 and vals[j][1] >= th.rise_error * med
-            per = self._periodic(vals)
+            per = periodic(vals, self.saves, self.th)
             if per is not None:
                 if rate:
                     nums.update(period=per[0], rate_low=fmt(1 / per[1]), rate_med=fmt(1 / per[2]), pipeline=True)
@@ -461,31 +471,6 @@ class ThroughputTracker:
 
     def _climb(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, int, float]]:
         return climb(vals, self.th.climb_factor)
-
-    def _periodic(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, float, float]]:
-        """(period, long step, median) when steps > periodic_factor x the median come at a fixed interval;
-        a step logged within a few lines after a checkpoint save is slow by design and does not count."""
-        th = self.th
-        xs = [v for _, v in vals]
-        if len(xs) < 4 * th.periodic_min:
-            return None
-        med = _median(xs)
-        saves = sorted(self.saves)
-
-        def after_save(ln: int) -> bool:       # a save at most 4 lines before `ln`
-            i = bisect_left(saves, ln - 4)
-            return i < len(saves) and saves[i] <= ln
-
-        long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med and not after_save(ln)]
-        lead = next((k for k, i in enumerate(long) if i != k), len(long))     # warm-up / compile steps first
-        if lead >= 2:
-            long, xs = [i - lead for i in long[lead:]], xs[lead:]
-        if len(long) < th.periodic_min or len(long) * 3 > len(xs):
-            return None
-        gaps = [b - a for a, b in zip(long, long[1:])]
-        if max(gaps) - min(gaps) > 1 or min(gaps) < 2:
-            return None
-        return round(sum(gaps) / len(gaps)), _median([xs[i] for i in long]), med
 
     def _gen_share(self, series: Optional[Series]) -> Optional[tuple[float, float, float]]:
         if self.gen_step:

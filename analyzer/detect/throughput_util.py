@@ -1,4 +1,5 @@
-"""Which nvidia-smi / npu-smi snapshots taken during training show every GPU underused (throughput.py).
+"""Which nvidia-smi / npu-smi snapshots taken during training show every GPU underused, and which long steps
+come at a fixed interval (throughput.py).
 
 A snapshot is underused when every GPU in it is at or below `low_util` (30%). Two readings count:
   * four or more snapshots during training, at least `low_share` of them underused (the GPUs starve
@@ -14,8 +15,10 @@ Idle snapshots (<= idle_util on most GPUs) are judged by throughput.py before th
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any, Optional
 
+from llmtriage.detect.metric_anomaly import median as _median
 from llmtriage.detect.metrics import Thresholds
 
 Snap = list[tuple[int, Optional[int], Optional[int], int]]    # [(util, used, total, line)]
@@ -36,3 +39,28 @@ def search_unprefixed(pattern: Any, seg: bytes) -> Any:
     """pattern.search on a line, then on the line without a launcher's or logger's prefix ([rank3]:, a host, a time)."""
     from llmtriage.engine.logparse import split_prefix   # deferred: only for rows the plain search missed
     return pattern.search(seg) or pattern.search(split_prefix(seg.decode("utf-8", "replace")).text.encode("utf-8"))
+
+
+def periodic(vals: list[tuple[int, float]], saves_seen: list[int], th: Thresholds) -> Optional[tuple[int, float, float]]:
+    """(period, long step, median) when steps > periodic_factor x the median come at a fixed interval;
+    a step logged within a few lines after a checkpoint save is slow by design and does not count."""
+    xs = [v for _, v in vals]
+    if len(xs) < 4 * th.periodic_min:
+        return None
+    med = _median(xs)
+    saves = sorted(saves_seen)
+
+    def after_save(ln: int) -> bool:       # a save at most 4 lines before `ln`
+        i = bisect_left(saves, ln - 4)
+        return i < len(saves) and saves[i] <= ln
+
+    long = [i for i, (ln, x) in enumerate(vals) if x > th.periodic_factor * med and not after_save(ln)]
+    lead = next((k for k, i in enumerate(long) if i != k), len(long))     # warm-up / compile steps first
+    if lead >= 2:
+        long, xs = [i - lead for i in long[lead:]], xs[lead:]
+    if len(long) < th.periodic_min or len(long) * 3 > len(xs):
+        return None
+    gaps = [b - a for a, b in zip(long, long[1:])]
+    if max(gaps) - min(gaps) > 1 or min(gaps) < 2:
+        return None
+    return round(sum(gaps) / len(gaps)), _median([xs[i] for i in long]), med
