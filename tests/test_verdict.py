@@ -1335,3 +1335,18 @@ def test_spawn_reports_the_childs_death_by_message_below_the_childs_error():
     assert findings[0].rule_id == "nccl-watchdog-timeout"
     spawn = next(f for f in findings if f.rule_id == "unknown")
     assert spawn.role == "symptom"
+
+
+@pytest.mark.parametrize("code, promoted, category", [
+    ("assert torch.isnan(p).sum() == 0", False, "nan-loss"),     # the assertion names its own failure family
+    ("assert len(batch) == self.size", True, "seq-too-long"),      # it names none: the long input may explain it
+])
+def test_a_bare_assertion_is_read_by_what_it_asserted(code, promoted, category):
+    """A bare AssertionError says nothing but its innermost frame's source line: that line's words place it
+    in a family (lmdeploy's AWQ smoothing `assert torch.isnan(p).sum() == 0` is a NaN), and only a cause of
+    that family may explain it."""
+    text = _LONG_THEN.format(death="").rstrip("\n").rsplit("\n", 1)[0] + f"\n    {code}\nAssertionError\n"
+    top = llmtriage.analyze(text).findings[0]
+    assert (top.rule_id == "tokenizer-seq-longer-than-max") is promoted and top.category == category
+    if not promoted:
+        assert top.captures["asserted"] == code and code in top.message

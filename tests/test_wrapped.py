@@ -57,3 +57,16 @@ def test_a_rule_the_whole_log_vetoes_stays_out_of_the_joined_message():
     errors = _errors(log)
     assert errors[0].rule_id == "sampling-probability-nan"
     assert not any(f.rule_id == "cuda-device-side-assert-index" for f in errors)
+
+
+def test_a_traceback_escaped_into_one_json_record_is_read_as_the_log_it_was():
+    """TGI's --json-output puts the shard's whole traceback into one record's `fields.message` (newlines and
+    quotes escaped): a rule that needs the quotes back (`message="Allocation Failure"`) matches on the record."""
+    msg = ('Shard complete standard error output:\\n\\nTraceback (most recent call last):\\n\\n  File \\"/opt/conda/bin/'
+           'text-generation-server\\", line 8, in <module>\\n    sys.exit(app())\\n\\nRuntimeError: nrt_tensor_allocate '
+           'status=4 message=\\"Allocation Failure\\"\\n')
+    log = ('{"timestamp":"2024-01-02T03:04:05Z","level":"INFO","fields":{"message":"Starting shard"},"target":"tgi"}\n'
+           '{"timestamp":"2024-01-02T03:04:09Z","level":"ERROR","fields":{"message":"' + msg + '"},"target":"tgi"}\n'
+           "Error: ShardCannotStart\n")
+    errors = _errors(log)
+    assert (errors[0].rule_id, errors[0].category, errors[0].line) == ("neuron-device-memory-alloc-failed", "cuda-oom", 2)

@@ -25,9 +25,13 @@ def unknown_finding(exc: ExceptionInfo, lang: Optional[str]) -> Finding:
     inner = inner_type(exc)      # "RuntimeError: TypeError: ...": a re-raise; the inner exception is the failure
     shown = inner or exc.type
     captures = {"type": shown, **({"reraised_as": exc.type} if inner else {})}
+    expr = asserted(exc)
+    if expr:        # a bare assertion: what it asserted is all it says
+        captures["asserted"] = expr
     return Finding(
         rule_id="unknown", category="unknown", severity="warning" if benign else "error",
-        title=tr(u["title"], lang, type=shown)[:90], message=clip(exc.headline, 500) + where, line=exc.line,
+        title=tr(u["title"], lang, type=shown)[:90], line=exc.line,
+        message=clip(exc.headline + (f" ({expr})" if expr else ""), 500) + where,
         evidence=clip(exc.headline, 2000), rank=exc.rank, captures=captures, role="cause",
         confidence="low", priority=0, cause=tr(u["cause"], lang), location=exc.user_frame,
         fixes=[{"title": tr(f["title"], lang), "detail": tr(f["detail"], lang, type=shown)} for f in u["fixes"]],
@@ -74,7 +78,7 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         exc = next((e for e in exceptions if e.line == f.line), None)
         exc = inner_exception(exc, exceptions) if exc is not None else None   # (a re-raise: what it re-raised)
         barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
-        own = "\n".join([f.evidence, *(exc.chain if exc is not None else ())])
+        own = "\n".join([f.evidence, *(exc.chain if exc is not None else ()), asserted(exc)])
         shapes = shape_cues(exc.type, exc.message, [fr.file for fr in exc.frames]) if exc is not None else []
         got = family_of(own, shapes=shapes)
         context = ""
@@ -93,6 +97,15 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
             _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
         elif got[0] in taxonomy:
             _place(f, got, spec, lang, taxonomy)
+
+
+def asserted(exc: Optional[ExceptionInfo]) -> str:
+    """The expression a bare `AssertionError` (no message) asserted, read from its innermost frame's source
+    line ("assert torch.isnan(p).sum() == 0"): the only words such an error has; "" otherwise."""
+    if exc is None or exc.message or exc.type.rsplit(".", 1)[-1] != "AssertionError" or not exc.frames:
+        return ""
+    code = exc.frames[-1].code.strip()
+    return code if code.startswith("assert ") else ""
 
 
 def _place_nearest(f: Finding, got: Optional[tuple[str, str, float]], spec: dict[str, Any], lang: Optional[str],

@@ -1,5 +1,5 @@
 """An exception message wrapped over several lines (rich tracebacks, terminals that fold long lines,
-`logging` of a multi-line message): the rules match lines, so a message split after "is not" matches
+`logging` of a multi-line message), or a whole traceback escaped into one line (a JSON log record's message): the rules match lines, so a message split after "is not" matches
 no rule and the launcher's summary wins. When the final exception's message continues on the next
 lines (no new record opens there) and no cause rule names those lines, the joined message is scanned
 once more as one line, and the cause rules it matches become findings on the exception's line.
@@ -18,6 +18,7 @@ _MAX_JOINED = 4000
 _MAX_ESCAPED = 64_000
 _ESCAPE = re.compile(r"\\([nrt'\"\\])")
 _ESCAPES = {"n": "\n", "r": "\n", "t": "\t", "'": "'", '"': '"', "\\": "\\"}
+_ESCAPED_TB = b"Traceback (most recent call last):\\n"
 _HEADLINE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception): \S")
 
 
@@ -30,7 +31,9 @@ def wrapped_message(findings: list[Finding], exceptions: list[ExceptionInfo], sc
         return
     heads: dict[int, Optional[int]] = {e.line: e.rank for e in exceptions if e.line > 0}
     for n, raw in scanner.rows(0):      # exception lines the traceback parser did not take (a rich box's)
-        if b"rror: " in raw or b"xception: " in raw:
+        if _ESCAPED_TB in raw:        # a traceback inside one structured record (TGI's JSON `fields.message`)
+            heads.setdefault(n, None)
+        elif b"rror: " in raw or b"xception: " in raw:
             text = split_prefix(raw.decode("utf-8", "replace")).text
             if _HEADLINE.match(text):
                 heads.setdefault(n, None)

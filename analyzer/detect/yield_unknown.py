@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from llmtriage.detect.family import family_of
 from llmtriage.findings import Finding
 from llmtriage.detect.scanner import Scanner
 from llmtriage.detect.spec import compiled as _rx, tr, verdict_spec
@@ -33,8 +34,11 @@ def yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optiona
         if any(f.severity == "error" and f.role == "cause" for f in earlier):
             continue
         explainable = not (never and _rx(never).search(u.message))
+        # a bare assertion whose expression names a failure family ("assert torch.isnan(p).sum() == 0"): only
+        # a cause of that family explains it
+        fam = family_of(u.captures["asserted"]) if u.captures.get("asserted") else None
         causes = [f for f in earlier if explainable and f.severity == "warning" and f.role == "cause"
-                  and f.category in explains]
+                  and f.category in explains and (fam is None or f.category == fam[0])]
         if causes:
             best = max(causes, key=lambda f: (f.priority, f.line))
             best.judgement = {"context": "explains-death", "severity_was": "warning",
