@@ -129,3 +129,38 @@ def test_oneccl_without_a_usable_provider_is_fix_and_a_failed_transfer_stays_ret
     assert act == "fix" and "FI_PROVIDER" in reason
     # a transfer failing after training started: a dead peer or a link, the category's retry
     assert action(ONECCL_TRANSFER_FAILED)[0] == "retry"
+
+
+_NCCL_REFUSED = (
+    "node161:1187:1248 [0] NCCL INFO NET/Socket : Using [0]bond0:192.168.1.161<0> {bridge}\n"
+    "node161:1187:1248 [0] NCCL INFO Using network Socket\n"
+    "{progress}"
+    "node161:1187:1251 [0] misc/socket.cc:456 NCCL WARN Net : Connect to 172.19.0.1<48013> failed : Connection refused\n"
+    "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, "
+    "NCCL version 2.12.12\n")
+
+
+def test_a_refused_nccl_connection_over_a_container_bridge_before_any_step_is_fix():
+    """NCCL lists a docker network's br-<id> among its socket interfaces and a connection is refused before any
+    step: the wrong interface (NCCL_SOCKET_IFNAME), not a peer slow to listen; mid-run, or with no bridge, retry."""
+    bridge = "[1]br-05ab815fa14e:172.19.0.1<0> [2]veth1a2b3c4:fe80::1%veth1a2b3c4<0>"
+    act, reason = action(_NCCL_REFUSED.format(bridge=bridge, progress=""))
+    assert act == "fix" and "NCCL_SOCKET_IFNAME" in reason and "bridge" in reason
+    steps = "".join(f"{{'loss': 2.{i}, 'learning_rate': 1e-05, 'epoch': 0.{i}}}\n" for i in range(1, 6))
+    assert "bridge" not in action(_NCCL_REFUSED.format(bridge=bridge, progress=steps))[1]
+    assert "bridge" not in action(_NCCL_REFUSED.format(bridge="[1]ib0:10.0.0.161<0>", progress=""))[1]
+
+
+def test_a_watchdog_stack_trace_through_a_save_is_a_collective_timeout_in_a_save():
+    """torch 2.6+ prints the timed-out collective's Python stack under the watchdog line ("#8 save_final from
+    .../checkpoint.py:141"): the hang is in the save, which the next save repeats."""
+    text = ("[rank9]:[E607 23:46:59.257715643 ProcessGroupNCCL.cpp:689] [Rank 9] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=190346, OpType=_ALLGATHER_BASE, NumelIn=19447808, NumelOut=311164928, "
+            "Timeout(ms)=600000) ran for 600050 milliseconds before timing out.\n"
+            "[rank9]:[E607 23:46:59.259637513 ProcessGroupNCCL.cpp:733] Stack trace of the failed collective: \n"
+            "#0 all_gather_into_tensor from /env/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py:4186\n"
+            "#5 unshard from /env/lib/python3.12/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:276\n"
+            "{frame} from /work/src/checkpoint.py:141\n")
+    act, reason = action(text.format(frame="#8 save_final"))
+    assert act == "fix" and "save" in reason
+    assert action(text.format(frame="#8 train_step"))[0] == "retry"
