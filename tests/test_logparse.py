@@ -338,3 +338,15 @@ def test_a_frameless_traceback_takes_an_exception_name_not_a_logger_prefix():
                       ("torch.OutOfMemoryError: CUDA out of memory", "torch.OutOfMemoryError")]:
         exc = _headline(head + [line])
         assert exc is not None and exc.type == typ, (line, exc)
+
+
+def test_a_frames_source_line_is_kept_when_a_prefix_took_its_indent():
+    """`[rank0]: ` / a k8s timestamp before every line leaves the source line under a frame unindented: it is still
+    that frame's code (a bare AssertionError's only words), and a line that is not right under a frame is not."""
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/venv/lib/python3.10/site-packages/lmdeploy/lite/quantization/awq.py", line 118, in smooth_ln_fcs\n'
+          '    assert torch.isnan(p).sum() == 0\n'
+          'AssertionError\n')
+    for prefix in ("", "[rank0]: ", "2025-11-18T09:02:11.402812345Z "):
+        exc = llmtriage.analyze("".join(prefix + ln + "\n" for ln in tb.splitlines())).exception
+        assert exc is not None and exc.frames[-1].code == "assert torch.isnan(p).sum() == 0", prefix

@@ -377,6 +377,9 @@ class TracebackParser:
             self._last_exc[key] = info
             del self._open[key]
             return
+        if tb.frames and not tb.frames[-1].code and line_no == tb.last_frame_line + 1:
+            tb.frames[-1].code = stripped[:300]     # the source line right under a frame, its indent taken by a prefix
+            return
         # An unexpected line (e.g. another logger) inside a traceback: tolerate a few.
         if line_no - tb.last_frame_line > 20:
             del self._open[key]
