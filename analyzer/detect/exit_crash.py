@@ -72,11 +72,24 @@ def went_on_past(line: int, scanner: Scanner, ctx: dict[str, Any]) -> bool:
     lines of it, progress of a `progress_strong` kind (a request served), or a step counter advanced by
     `progress_steps` beyond `progress_gap` lines or after a retry or restart the job announced after the error
     (a few steps right after the error may be another rank's bar redrawn while the job dies; a bar still at 0
-    is no work done)."""
+    is no work done), or a counter a relaunch started from scratch went on by `progress_steps_far` steps."""
     spec = verdict_spec()
     last = scanner.last_progress
     if last > line and scanner.last_progress_name in spec.get("progress_strong", ()):
         return True
     again = any(line < h[0] < last for kind in ctx.get("restarted_by", ()) for h in scanner.hits.get(kind, ()))
-    return (again or last > line + int(spec.get("progress_gap", 20))) and \
-        scanner.steps_after(line) >= int(spec.get("progress_steps", 2))
+    steps = scanner.steps_after(line)
+    # (a counter that a relaunch started from scratch after the error and ran on for `progress_steps_far` steps is
+    # the job's own work, however few lines it took; an LSF report's header above a counter already under way is not)
+    far = bool(spec.get("progress_steps_far")) and \
+        scanner.steps_after(line, fresh=True) >= int(spec["progress_steps_far"])
+    return (again or far or last > line + int(spec.get("progress_gap", 20))) and steps >= int(spec.get("progress_steps", 2))
+
+
+def retried_until_through(first: int, last: int, scanner: Scanner) -> bool:
+    """A signature's hits are the failed attempts of a launch retried until one got through: no progress
+    between its first and last hit (progress there is an ongoing failure served around), and after the last
+    one a counter started from scratch ran on by `progress_steps_far` steps (rules/verdict.yaml)."""
+    far = verdict_spec().get("progress_steps_far")
+    return bool(far) and not (last > first and scanner.last_progress_before(last) > first) and \
+        scanner.steps_after(last, fresh=True) >= int(far)

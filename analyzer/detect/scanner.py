@@ -280,12 +280,13 @@ class Scanner:
         picked = [r for r in rows if _ERRORISH.search(r) and not _NOT_CONTEXT.search(r) and not _COMMAND_LINE.search(r)]
         return "\n".join(_text(r) for r in picked[-keep:])
 
-    def steps_after(self, line: int, before_lines: int = 200, epochs: bool = True) -> int:
+    def steps_after(self, line: int, before_lines: int = 200, epochs: bool = True, fresh: bool = False) -> int:
         """How many steps a step counter went on after line `line` (1-based), compared with its last
         value in the `before_lines` lines before it (or, when no counter shows before the line at all,
         with its first value after it), when both are in the last two blocks. A process that died
         there cannot advance its own counter; the other ranks of a collective job stop within one
-        step of it. `epochs=False`: only step counters (a Trainer record's epoch counts thousandths)."""
+        step of it. `epochs=False`: only step counters (a Trainer record's epoch counts thousandths).
+        `fresh`: only a counter absent before the line that starts after it at 0 or 1 (a relaunch from scratch)."""
         before: dict[bytes, int] = {}
         after: dict[bytes, int] = {}
         first: dict[bytes, int] = {}
@@ -320,6 +321,8 @@ class Scanner:
                     after_rows.add((n, bool(m.group(1))))
         if len(after_rows) == 1 and next(iter(after_rows)) in {(line + 1, True), (line + 2, True)}:
             return 0    # one bar drawn right under the error and nothing after: tqdm closing it at exit
+        if fresh:
+            return max((v - first[k] for k, v in after.items() if k not in before and first[k] <= 1), default=0)
         if before:    # a bar that only starts after the error (an evaluation bar) is not the same counter
             return max((v - before[k] for k, v in after.items() if k in before), default=0)
         # no counter before the line at all: one that shows only after it counts from its first value there

@@ -33,7 +33,7 @@ from llmtriage.detect.escalation import kill_after_term
 from llmtriage.detect.inner_error import wrapper_yields_to_inner
 from llmtriage.detect.corroborate import corroborate, explain_metric
 from llmtriage.detect.echo import echo_handled
-from llmtriage.detect.exit_crash import exit_after_completion, went_on_past
+from llmtriage.detect.exit_crash import exit_after_completion, retried_until_through, went_on_past
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.interrupted_save import resumed_interrupted_save
@@ -183,7 +183,8 @@ def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: 
         return False
     if any(s not in scanner.seen for s in ctx.get("seen", ())):
         return False
-    if ctx.get("single") and f.count > 1 and status != "finished":   # a later hit may be the fatal one
+    if ctx.get("single") and f.count > 1 and status != "finished" and (    # a later hit may be the fatal one
+            ctx["single"] != "interleaved" or not retried_until_through(f.line, f.last_line or f.line, scanner)):
         return False
     if ctx.get("handled_before") and not handled_before(f.line, scanner, verdict_spec(), death_line or 0,
                                                          ctx["handled_before"]):
