@@ -143,6 +143,13 @@ def rl_divergence(engine: Any = None) -> Any:
     return RlKlTracker(engine)
 
 
+def rl_logprob_gap(engine: Any = None) -> Any:
+    """RL records whose rollout engine's log-probs stay far from the trainer's (detect/rl_logprob_gap.py)."""
+    from llmtriage.detect.rl_logprob_gap import RlLogprobGapTracker   # deferred: loads when a scan first asks for it
+
+    return RlLogprobGapTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -159,5 +166,5 @@ class VerdictObserver:
                      getattr(scan.ruleset, "taxonomy", None), scan.engine)
 
 
-FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence]
+FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""
