@@ -26,12 +26,12 @@ from llmtriage.findings import Finding
 
 _KEEP = 512     # records kept at each end of the series
 
-_NUM = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf)"""
-_TRL_KL = re.compile(rb"""['"]kl['"]\s*:\s*""" + _NUM)
-_TRL_REWARD = re.compile(rb"""['"]reward['"]\s*:\s*""" + _NUM)
-_TRL_STD = re.compile(rb"""['"]reward_std['"]\s*:\s*""" + _NUM)
-_VERL_KL = re.compile(rb"actor/kl_loss:" + _NUM)
-_VERL_REWARD = re.compile(rb"critic/score/mean:" + _NUM)
+NUMBER = rb"""['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf)"""
+_TRL_KL = re.compile(rb"""['"]kl['"]\s*:\s*""" + NUMBER)
+_TRL_REWARD = re.compile(rb"""['"]reward['"]\s*:\s*""" + NUMBER)
+_TRL_STD = re.compile(rb"""['"]reward_std['"]\s*:\s*""" + NUMBER)
+_VERL_KL = re.compile(rb"actor/kl_loss:" + NUMBER)
+_VERL_REWARD = re.compile(rb"critic/score/mean:" + NUMBER)
 
 
 def _threshold(spec: dict[str, Any], tail_kl: float, early: float) -> Optional[float]:

@@ -19,13 +19,15 @@ import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
+from llmtriage.detect.rl_divergence import NUMBER
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 
 _KEEP = 2048    # records kept (first ones); the count and the last record are kept over all of them
 
-_NUM = rb"""['"]?\s*[:=]?\s*['"]?([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|inf)"""
+# (a key's closing quote, a separator, then rl_divergence's number: a float, nan or inf, quoted or not)
+_NUM = rb"""['"]?\s*[:=]?\s*""" + NUMBER
 # the metric names the frameworks print for the rollout-vs-trainer gap; the unit (log-prob or prob) picks the limit
 _GAP = re.compile(rb"""(train_rollout_logprob_abs_diff|rollout_probs_diff_mean)['"]?""" + _NUM)
 _REWARD = re.compile(rb"""(?:rollout/raw_reward|critic/score/mean|['"]reward['"])['"]?""" + _NUM)   # not eval/
