@@ -381,6 +381,20 @@ def test_nvidia_smi_dmon_rows_are_snapshots_grouped_by_interval():
     assert _run(_dmon([0, 0, 0, 0]) + rec, train_start=20)[1] == []
 
 
+def test_a_dmon_table_behind_a_launcher_prefix_is_read():
+    """srun/Ray/k8s put their prefix before each line of a dmon table, the header's `#` included: the rows are
+    read without the header's prefix, or without a prefix of the same kind (a time stamp that changes)."""
+    rec = "{'loss': 1.9, 'grad_norm': 0.7, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    table = _dmon([17, 15, 21, 20, 17, 21, 16, 13], gpus=2)
+    for i, pfx in enumerate(("3: ", "(RayTrainWorker pid=4123) ", "[rank0]: ")):
+        t, [a] = _run(rec + "".join(pfx + ln + "\n" for ln in table.splitlines()) + rec, train_start=1)
+        assert a.numbers["low"] == 8 and len(t.snaps) == 8, pfx
+    stamped = "".join(f"2025-11-18T09:02:{i:02d}.4028Z {ln}\n" for i, ln in enumerate(table.splitlines()))
+    t, [a] = _run(rec + stamped + rec, train_start=1)
+    assert [s[0][0] for s in t.snaps] == [17, 15, 21, 20, 17, 21, 16, 13]
+    assert _run(rec + "3: # gpu memory is tight, see below\n3:     0    12\n" + rec, train_start=1)[0].snaps == []
+
+
 def test_every_gpu_at_low_utilisation_for_most_snapshots_is_an_error():
     """Step after step every GPU at 12-21%: not idle, but starved (bandwidth-bound quantised kernels, a CPU-bound
     loader): most of at least four snapshots at or below low_util is an error; a minority is nothing."""

@@ -51,7 +51,7 @@ TAIL = 512
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9] ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
-             rb"(?m:^#\s*(?:Date\s+Time\s+)?gpu\s)|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
+             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
@@ -178,7 +178,7 @@ class ThroughputTracker:
             counted = ls
             self.entries += 1
             if key.startswith(b"#"):        # an nvidia-smi dmon table: its rows follow the header
-                self._add_snaps(dmon_snapshots(view, ls, line_base + nl))
+                self._add_snaps(dmon_snapshots(view, ls, line_base + nl, start))
                 continue
             try:
                 self._line(P, view[ls:le if le >= 0 else len(view)], key, line_base + nl)

@@ -123,23 +123,28 @@ def decode_rate(seg: bytes) -> Optional[float]:
     return float(m.group(1) or m.group(2) or m.group(3))
 
 
-def dmon_snapshots(view: bytes, start: int, line: int) -> list[list[tuple[int, Optional[int], Optional[int], int]]]:
-    """The snapshots of an `nvidia-smi dmon` table whose header starts at `view[start]` (on `line`):
+def dmon_snapshots(view: bytes, start: int, line: int, head: int = -1) -> list[list[tuple[int, Optional[int], Optional[int], int]]]:
+    """The snapshots of an `nvidia-smi dmon` table whose header line starts at `view[start]` (on `line`)
+    and whose `#` is at `head` (past a launcher's line prefix, `3: # gpu ...`; the line start when -1):
     [(sm %, framebuffer MB used or None, None, line)] per GPU, grouped by interval. Empty when the
-    header has no `sm` column."""
-    m = _DMON_HEAD.match(view, start)
+    header has no `sm` column. Rows carrying the header's prefix are read without it."""
+    head = start if head < 0 else head
+    m = _DMON_HEAD.match(view[head:view.find(b"\n", head) if b"\n" in view[head:] else len(view)])
     if m is None:
         return []
+    prefix = view[start:head]
     cols = m.group(1).split()
     if b"sm" not in cols:
         return []
     sm, fb = cols.index(b"sm"), (cols.index(b"fb") if b"fb" in cols else None)
     snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []
-    pos, ln, last_gpu, rows = m.end() + 1, line, None, 0
+    pos, ln, last_gpu, rows = head + m.end() + 1, line, None, 0
     while pos < len(view) and rows < DMON_ROWS:
         end = view.find(b"\n", pos)
         end = len(view) if end < 0 else end
         text = view[pos:end]
+        if prefix.strip():
+            text = _unprefix(text, prefix.rstrip())
         ln += 1
         pos = end + 1
         if text.lstrip().startswith(b"#"):
@@ -160,6 +165,15 @@ def dmon_snapshots(view: bytes, start: int, line: int) -> list[list[tuple[int, O
         snaps[-1].append((int(vals[sm]), used, None, ln))
         rows += 1
     return snaps
+
+
+def _unprefix(text: bytes, prefix: bytes) -> bytes:
+    """A dmon row without the header's line prefix: the same bytes, or a prefix of the same kind with
+    other values (a per-line time stamp)."""
+    if text.startswith(prefix):
+        return text[len(prefix):]
+    from llmtriage.engine.logparse import split_prefix   # deferred: only rows under a prefixed header
+    return split_prefix(text.decode("utf-8", "replace")).text.encode("utf-8")
 
 
 def bar_total(view: bytes, end: int) -> bytes:
