@@ -40,6 +40,7 @@ from llmtriage.detect.interrupted_save import resumed_interrupted_save
 from llmtriage.detect.named_by_death import death_repeats, recovered_named_by_death, retries_exhausted
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
+from llmtriage.detect.installed_yet_missing import installed_yet_missing
 from llmtriage.detect.garbage_size import garbage_size_alone
 from llmtriage.detect.fallback_chain import fallback_failed
 from llmtriage.detect.dropped_request import request_never_answered
@@ -406,6 +407,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     interrupted_wait(findings, exceptions, scanner, status, verdict_spec().get("interrupted_wait"), lang)
     stopped_while_pinned(findings, scanner, verdict_spec().get("interrupted_wait"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
+    installed_yet_missing(findings, scanner, verdict_spec().get("installed_yet_missing"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)
     for f in findings:

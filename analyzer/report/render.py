@@ -124,9 +124,12 @@ def render_human(reports: list[Report], out: TextIO, *, color: bool = False, lan
                     out.write(f"    {L['at']} {f.location.file}:{f.location.line} ({f.location.function})\n")
                 if f.action:
                     out.write(f"  {st(wrap(next_line(f.action, redact(f.action_reason), lang), width, 4, 2), 'bold', 'magenta')}\n")
-                if f.judgement and f.judgement.get("severity_was") != f.severity:
-                    # context changed how fatal it is (survived, finished, hung, explains the death): say why
-                    was = f"{f.judgement['severity_was']} → {f.severity}: "
+                moved = f.judgement and f.judgement.get("category_was") not in (None, f.category)
+                if f.judgement and (f.judgement.get("severity_was") != f.severity or moved):
+                    # context changed how fatal it is (survived, finished, hung, explains the death) or what it
+                    # is (a category read from the rest of the log): say why
+                    was = (f"{f.judgement['category_was']} → {f.category}: " if moved else
+                           f"{f.judgement['severity_was']} → {f.severity}: ")
                     out.write(f"  {st(L['judged'], 'bold')}{'：' if lang == 'zh' else ': '}{wrap(was + redact(str(f.judgement['reason'])), width, 4, 4 + text_width(L['judged']))}\n")
                 if f.explanation:
                     out.write(f"  {st(L['what'], 'bold')}: {wrap(f.explanation, width, 4, 4 + text_width(L['what']))}\n")
