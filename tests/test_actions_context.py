@@ -164,3 +164,15 @@ def test_a_watchdog_stack_trace_through_a_save_is_a_collective_timeout_in_a_save
     act, reason = action(text.format(frame="#8 save_final"))
     assert act == "fix" and "save" in reason
     assert action(text.format(frame="#8 train_step"))[0] == "retry"
+
+
+def test_a_registry_name_that_never_resolved_is_fixed_not_retried():
+    """ollama's pull that cannot resolve the registry's host name (DNS or the server's proxy settings) fails the
+    same way on every rerun; one cut off mid-download (EOF after layers came) is transient."""
+    dns = ('Error: pull model manifest: Get "https://registry.ollama.ai/v2/library/qwen/manifests/0.5b": '
+           "dial tcp: lookup registry.ollama.ai: i/o timeout\n")
+    got, why = action(dns)
+    assert got == "fix" and "HTTPS_PROXY" in why
+    assert action(dns.replace("i/o timeout", "no such host"))[0] == "fix"
+    eof = "pulling 8934d96d3f08...  45% ▕████        ▏ 1.7 GB/3.8 GB\nError: max retries exceeded: unexpected EOF\n"
+    assert action(eof)[0] == "retry"
