@@ -184,6 +184,7 @@ def test_a_background_threads_traceback_is_read_the_same_in_a_crlf_log():
     "Figure saved: ppo_output/training_reward.png",
     "[INFO|2024-05-01 10:00:00] llamafactory.train.sft.trainer:98 >> Saving prediction results to out/generated_predictions.jsonl",
     "Job 'raysubmit_7Ld2PpQkZ8xW1cRe' succeeded",
+    "2025-01-09 04:27:40,118\tSUCC cli.py:61 -- Job 'raysubmit_Xk2mJ9aQ1pLrV7tc' succeeded",
 ])
 def test_finish_lines_of_other_launchers_and_frameworks(line):
     rep = llmtriage.analyze("step 10 loss 1.2\nstep 20 loss 1.1\n" + line + "\n")
@@ -328,3 +329,5 @@ def test_ray_job_submit_reports_a_failed_job_as_no_finish():
     head = "step 10 loss 1.2\nstep 20 loss 1.1\n-------------------------------------------\n"
     assert llmtriage.analyze(head + "Job 'raysubmit_Vq3kH7bS1mPzL2xw' failed\n").extra["status"] != "finished"
     assert llmtriage.analyze(head + "Job 'raysubmit_Vq3kH7bS1mPzL2xw' succeeded\n").extra["status"] == "finished"
+    ray_log = "2025-02-10 08:45:11,583\tERR cli.py:72 -- Job 'raysubmit_Vq3kH7bS1mPzL2xw' failed\n"
+    assert llmtriage.analyze(head + ray_log).extra["status"] != "finished"
