@@ -672,6 +672,21 @@ def test_the_same_eval_loss_at_every_evaluation_is_no_grad():
     assert top.rule_id == "metric-eval-loss-frozen" and top.severity == "error" and top.category == "no-grad"
 
 
+def test_eval_loss_frozen_with_a_stale_step_counter_reads_the_epochs():
+    """A progress bar's "0/N" drawn before the first record leaves every record at step 0: the epochs
+    still move between the evaluations, so the same evaluation loss twice is frozen weights."""
+    from llmtriage import analyze
+    rows = ["  0%|          | 0/3126 [00:00<?, ?it/s]"]
+    for i in range(16):
+        if i in (7, 15):
+            rows.append("{'eval_loss': 0.6929, 'eval_accuracy': 0.5012, 'epoch': %.2f}" % (0.13 * i))
+        else:
+            rows.append("{'loss': %.4f, 'grad_norm': 0.05, 'learning_rate': 3e-04, 'epoch': %.2f}"
+                        % (0.69 + 0.004 * (i % 3), 0.13 * (i + 1)))
+    top = analyze("\n".join(rows) + "\n").findings[0]
+    assert top.rule_id == "metric-eval-loss-frozen" and top.severity == "error"
+
+
 def test_eval_losses_that_move_or_a_bar_postfix_raise_nothing():
     from llmtriage import analyze
     for log in (_eval_log(["3.4096", "3.3811", "3.3502"]), _eval_log(["3.41", "3.41"]),

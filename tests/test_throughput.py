@@ -441,6 +441,22 @@ def test_nvidia_smi_csv_rows_with_a_name_column_are_snapshots():
     assert _run(rec + head + busy + rec, train_start=1)[1] == []
 
 
+def test_one_line_gpu_monitor_rows_are_snapshots():
+    """A monitor line ("[gpu-monitor] GPU0 NVIDIA L4 util=0% mem=...", "GPU 1: utilization: 12 %") is a snapshot
+    row too: GPUs idle in them while training runs is the finding; busy ones say nothing."""
+    rec = "{'loss': 1.7431, 'grad_norm': 0.8127, 'learning_rate': 9.0e-05, 'epoch': 0.29}\n"
+    rows = "[gpu-monitor] GPU0 NVIDIA L4 util=1% mem=9.8GiB/23.0GiB (no optimizer step for 95s)\n"
+    t, [a] = _run(rec + rows + rec + rows + rec, train_start=1)
+    assert [r[0] for s in t.snaps for r in s] == [1, 1] and a.severity == "error"
+    two = "GPU 0: utilization: 12 %\nGPU 1: utilization: 9 %\n"
+    t, _ = _run(rec + two + rec, train_start=1)
+    assert [[r[0] for r in s] for s in t.snaps] == [[12, 9]]
+    assert _run(rec + rows.replace("util=1%", "util=97%") + rec, train_start=1)[1] == []
+    # a percentage that is not a GPU's utilisation is no row
+    t, _ = _run(rec + "CPU util=3% | GPU0 temp 40C\n" + rec, train_start=1)
+    assert t.snaps == []
+
+
 def test_averagemeter_time_per_rank_counts_once_and_half_the_time_in_stalls_is_an_error():
     lines = []
     for it in range(100, 300):

@@ -21,7 +21,10 @@ def eval_frozen(t: MetricTracker, fin: list[Record]) -> Optional[dict[str, Any]]
         return None
     between = [r for r in fin if ev[0][0] < r.line < ev[-1][0]]
     steps = {r.step for r in between if r.step is not None}
-    if len(between) < t.th.eval_frozen_records or (steps and len(steps) < 2):
+    # a step that never moves while the epoch does is a stale counter (the "0/N" of a progress bar drawn
+    # before the first record), not one step logged many times: the epochs tell the progress then
+    epochs = {r.epoch for r in between if r.epoch is not None}
+    if len(between) < t.th.eval_frozen_records or (steps and len(steps) < 2 and len(epochs) < 2):
         return None
     first, last = between[0], between[-1]
     return {"line": ev[0][0], "last_line": ev[-1][0], "step": first.step, "count": len(ev), "numbers": {

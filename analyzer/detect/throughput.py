@@ -38,7 +38,7 @@ from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
 from llmtriage.detect.throughput_util import periodic, search_unprefixed, underused
-from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
+from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
 
 BARS_PER_BLOCK = 24
@@ -51,7 +51,7 @@ TAIL = 512
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9] ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
-             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint")
+             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint|" + MON_ANCHOR)
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
@@ -110,7 +110,7 @@ class _Rx(Lazy):
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
                                                ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
-                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("stop", _STOP))}
+                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("mon", MON_SRC), ("stop", _STOP))}
 
 
 _RX = _Rx()
@@ -309,12 +309,13 @@ class ThroughputTracker:
             row: tuple[int, Optional[int], Optional[int], int] = (int(m.group(3)), int(m.group(1)), int(m.group(2)), line)
         elif m := P["npu"].search(seg):     # npu-smi: AICore(%) then HBM used / total
             row = (int(m.group(1)), int(m.group(2)), int(m.group(3)), line)
-        else:
-            m = search_unprefixed(P["csv"], seg)
-            if m is None:
-                return
+        elif m := search_unprefixed(P["csv"], seg):
             row = (int(m.group(2)), int(m.group(3)), None, line)
-        if line - self._snap_line > 3 or not self.snaps or (m.re.pattern == _SMI_CSV and m.group(1) == b"0"):
+        elif m := P["mon"].search(seg):     # a one-line monitor: GPU index and utilisation only
+            row = (int(m.group(2)), None, None, line)
+        else:
+            return
+        if line - self._snap_line > 3 or not self.snaps or (m.re.pattern in (_SMI_CSV, MON_SRC) and m.group(1) == b"0"):
             self.snaps.append([])
         self._snap_line = line
         if len(self.snaps) <= 256:

@@ -51,6 +51,13 @@ _ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
 _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
 
 
+# a one-line GPU monitor printed by a training script, wrapper or sidecar: "[gpu-monitor] GPU0 NVIDIA L4 util=0%
+# mem=9.8GiB/23.0GiB", "[nvidia-smi] GPU0 RTX 3090 util 23%", "GPU 1: utilization: 97 %" - the GPU index, then
+# (within 60 characters, no other percentage between) the utilisation. A snapshot row like nvidia-smi's.
+MON_SRC = rb"\bGPU ?#?([0-9]{1,2})\b[^\n%|]{0,60}?\b(?:[Uu]til(?:ization|isation)?|GPU-Util)\s*[=:]?\s*([0-9]{1,3}) ?%"
+MON_ANCHOR = rb"\b[Uu]til(?:ization|isation)?\s*[=:]?\s*[0-9]{1,3} ?%"
+
+
 def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
     """(source, seconds, iteration) from a training loop's own timer line, or None. The source is
     `loop` for one step's time, `epoch` for a whole epoch's; the iteration (`[30786/34406]`) lets a
