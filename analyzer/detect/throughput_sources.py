@@ -136,7 +136,8 @@ def dmon_snapshots(view: bytes, start: int, line: int, head: int = -1) -> list[l
     [(sm %, framebuffer MB used or None, None, line)] per GPU, grouped by interval. Empty when the
     header has no `sm` column. Rows carrying the header's prefix are read without it."""
     head = start if head < 0 else head
-    m = _DMON_HEAD.match(view[head:view.find(b"\n", head) if b"\n" in view[head:] else len(view)])
+    eol = view.find(b"\n", head)
+    m = _DMON_HEAD.match(view[head:eol if eol >= 0 else len(view)])
     if m is None:
         return []
     prefix = view[start:head]
