@@ -5,8 +5,8 @@ fails to import as "not found in your environment": flash_attn built against ano
 symbol), transformers_stream_generator importing a name the installed transformers dropped. When the log
 shows that very package installed before the error - pip's "Requirement already satisfied: X" or
 "Successfully installed X-1.2", torch's collect_env "[pip3] X==1.2", `pip show X`, or a one-line
-`import X; print(X.__version__)` that printed a version, "X version: 2.3.0", a traceback frame in
-site-packages/X/ - the package is there and its import fails against the installed stack: a version
+`import X; print(X.__version__)` that printed a version, "X version: 2.3.0", or a frame of a traceback
+(parsed already) in site-packages/X/ - the package is there and its import fails against the installed stack: a version
 mismatch, not a missing package. For "No module named 'X.sub'" only a submodule counts: the installed X
 lacks it (a release older or newer than the code that imports it). Markers of kind `installed` record those
 lines (detect/scanner.py); every package the finding names must be among them (after the error only pip's
@@ -17,14 +17,13 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from llmtriage.detect.scanner import Scanner
+from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.spec import tr
-from llmtriage.findings import Finding
+from llmtriage.findings import ExceptionInfo, Finding
 
-_NAME = re.compile(r"(?:Requirement already satisfied: |\[(?:pip3?|conda)\]\s+|^Name: |(?:site|dist)-packages/)([A-Za-z][\w.-]*)"
-                   r"|\b([A-Za-z][\w.-]*) [Vv]ersion:?\s+v?\d+\.\d+"
-                   r"|-c [\x22']import ([A-Za-z]\w*)\b[^\n]*__version__")
 _VERSION = re.compile(r"^\s*v?\d+\.\d+")
+_FRAME_PKG = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z]\w*)[/\\]")
+_VERSIONED = re.compile(r"-\d[\w.+!-]*$")
 
 
 def norm(name: str) -> str:
@@ -32,25 +31,35 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name.strip().lower())
 
 
-def _installed_names(hit: tuple[int, str, str], scanner: Scanner) -> set[str]:
+def _installed_names(hit: tuple[int, str, str], scanner: Scanner, rx: Any) -> set[str]:
+    """The packages one `installed` marker line shows, read with the marker's own named groups."""
     line, _, text = hit
-    m = re.search(r"Successfully installed (.+)", text)
-    if m:   # "Successfully installed einops-0.8.0 flash-attn-2.5.9.post1": names without their versions
-        return {norm(re.sub(r"-\d[\w.+!-]*$", "", tok)) for tok in m.group(1).split()}
     names = set()
-    for m in _NAME.finditer(text):
-        if m.group(1) or m.group(2):
-            names.add(norm((m.group(1) or m.group(2)).split("==")[0]))
-        elif _VERSION.match(scanner.line_text(line + 1)):      # the command printed a version: it imported
-            names.add(norm(m.group(3)))
+    for m in rx.finditer(text.encode("utf-8", "replace")):
+        g = {k: v.decode("utf-8", "replace") for k, v in m.groupdict().items() if v}
+        if "pkgs" in g:     # "Successfully installed einops-0.8.0 flash-attn-2.5.9.post1": names without versions
+            names.update(norm(_VERSIONED.sub("", tok)) for tok in g["pkgs"].split())
+        elif "imp" in g:
+            if _VERSION.match(scanner.line_text(line + 1)):     # the command printed a version: it imported
+                names.add(norm(g["imp"]))
+        else:
+            names.update(norm(v.split("==")[0]) for v in g.values())
     return names
 
 
-def installed_yet_missing(findings: list[Finding], scanner: Scanner, spec: Optional[dict[str, Any]],
-                          lang: Optional[str]) -> None:
-    hits = scanner.hits.get("installed", ())
-    if not spec or not hits:
+def _frame_packages(exceptions: list[ExceptionInfo], before: int) -> set[str]:
+    """Packages whose files ran in a traceback printed up to line `before` (site-packages/<pkg>/...)."""
+    return {norm(m.group(1)) for e in exceptions if e.line <= before
+            for fr in e.frames for m in [_FRAME_PKG.search(fr.file)] if m}
+
+
+def installed_yet_missing(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner,
+                          spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
+    if not spec or not any(spec["rules"].get(f.rule_id) for f in findings):
         return
+    hits = scanner.hits.get("installed", ())
+    rx = next(m.regex for m in markers() if m.kind == "installed") if hits else None
+    named = [(h, _installed_names(h, scanner, rx)) for h in hits]
     for f in findings:
         how = spec["rules"].get(f.rule_id)
         pkg = f.captures.get(how["capture"], "") if how else ""
@@ -61,10 +70,11 @@ def installed_yet_missing(findings: list[Finding], scanner: Scanner, spec: Optio
         wanted = {norm(p) for p in re.split(r"[,\s]+", pkg) if p}
         # before the error any sign counts; after it only pip's "already satisfied" (an install that
         # succeeds after the error means the package was missing then)
-        shown = [h for h in hits if h[0] < f.line or "already satisfied" in h[2]]
-        installed = set().union(*(_installed_names(h, scanner) for h in shown)) if shown else set()
+        shown = [(h[0], names) for h, names in named if h[0] < f.line or "already satisfied" in h[2]]
+        frames = _frame_packages(exceptions, f.line)
+        installed = set(frames).union(*(names for _, names in shown))
         if wanted and wanted <= installed:
-            line = min(h[0] for h in shown if _installed_names(h, scanner) & wanted)
+            line = min((ln for ln, names in shown if names & wanted), default=f.line)
             f.judgement = {"context": "installed-yet-missing", "severity_was": f.severity, "category_was": f.category,
                            "reason": tr(spec["reason"], lang, package=pkg, line=line)}
             f.category = spec["category"]

@@ -407,7 +407,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     interrupted_wait(findings, exceptions, scanner, status, verdict_spec().get("interrupted_wait"), lang)
     stopped_while_pinned(findings, scanner, verdict_spec().get("interrupted_wait"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
-    installed_yet_missing(findings, scanner, verdict_spec().get("installed_yet_missing"), lang)
+    installed_yet_missing(findings, exceptions, scanner, verdict_spec().get("installed_yet_missing"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)
     for f in findings:
