@@ -753,6 +753,12 @@ def test_a_request_served_after_an_exception_is_progress_a_dying_server_cannot_p
     assert rep.extra["status"] != "crashed" and not errors(rep)
     rep = run(SERVED + CANCELLED)                       # nothing served after it: the death
     assert rep.extra["status"] == "crashed" and errors(rep)
+    # a streaming server logs the failed request's own "200 OK" right after its traceback: not a later request
+    oom = ("Traceback (most recent call last):\n  File \"/srv/vl/engine.py\", line 151, in forward\n    outputs = self.model(x)\n"
+           "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 400.00 MiB. GPU 0 has a total capacity of "
+           "14.75 GiB of which 63.06 MiB is free.\n")
+    assert [f.category for f in errors(run(SERVED + oom + SERVED))] == ["cuda-oom"]
+    assert not errors(run(SERVED + oom + SERVED + SERVED))
     # a training step within progress_gap lines of a death is not enough (another rank prints on)
     assert run(TRAIN_HEAD + OOM_TB + TRAIN_HEAD).extra["status"] == "crashed"
 

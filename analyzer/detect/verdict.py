@@ -136,15 +136,22 @@ def _progress_after(line: int, scanner: Scanner) -> bool:
     spec = verdict_spec()
     last = scanner.last_progress
     return last > line + int(spec.get("progress_gap", 20)) or (last > line and (
-        scanner.last_progress_name in spec.get("progress_strong", ())
-        or scanner.steps_after(line) >= int(spec.get("progress_steps", 2))))
+        _served_after(line, scanner) or scanner.steps_after(line) >= int(spec.get("progress_steps", 2))))
+
+
+def _served_after(line: int, scanner: Scanner) -> bool:
+    """The log ends on a served request that is not the failed request's own access record: an ASGI
+    server streaming its answer logs '"POST ... HTTP/1.1" 200 OK' when the response starts, so that line
+    right after the traceback is the same request, not a later one (after another access record it is)."""
+    last = scanner.last_progress
+    return last > line and scanner.last_progress_name in verdict_spec().get("progress_strong", ()) and not (
+        last == line + 1 and '" 200 OK' in scanner.line_text(last) and " HTTP/" not in scanner.line_text(line))
 
 
 def _served_or_stepped(line: int, scanner: Scanner, steps: int) -> bool:
     """Work after `line` that only a live job prints: the log ends on a served request, or its step
     counter went on by `steps` or more (however few lines that took)."""
-    return scanner.last_progress > line and (
-        scanner.last_progress_name in verdict_spec().get("progress_strong", ()) or scanner.steps_after(line) >= steps)
+    return scanner.last_progress > line and (_served_after(line, scanner) or scanner.steps_after(line) >= steps)
 
 
 def _raised_again(exc: ExceptionInfo, exceptions: list[ExceptionInfo], scanner: Scanner) -> bool:
