@@ -47,3 +47,20 @@ def test_ib_port_errors_from_several_nodes_are_a_fabric_flap_to_retry():
     top, rep = _top(log)
     assert top.rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "retry"
     assert "several nodes" in rep.extra["action_reason"]
+
+
+OVERFLOW = "INFO     colossalai - colossalai - INFO: Found overflow. Skip step\n"
+BAR = "Epoch 0:   0%|          | {n}/3235 [00:{n:02d}<4:53:24,  5.45s/it, loss=nan]\n"
+
+
+def test_a_nan_loss_covered_by_overflow_skips_is_fp16_overflow():
+    log = "".join(OVERFLOW + BAR.format(n=n) for n in range(1, 9))
+    top, rep = _top(log)
+    assert top.rule_id == "trainer-loss-nan" and top.category == "fp16-overflow", [(f.rule_id, f.category) for f in rep.findings]
+    assert top.judgement["category_was"] == "nan-loss"
+
+
+def test_a_nan_loss_long_after_one_calibration_overflow_stays_nan_loss():
+    log = OVERFLOW + "".join(BAR.format(n=n) for n in range(1, 9))
+    top, rep = _top(log)
+    assert top.rule_id == "trainer-loss-nan" and top.category == "nan-loss", [(f.rule_id, f.category) for f in rep.findings]

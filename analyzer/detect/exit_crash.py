@@ -8,7 +8,13 @@ launcher's "exitcode: -6" and its ChildFailedError wrapper) lost nothing: its ou
 Those deaths are teardown, like the peers' deaths `teardown_after_finish` drops, and the log is
 finished. A run that stopped short of its end (246/248, the last save long before the end) or an
 application exception after the finish (other than the launcher's wrapper of the child's exit) keeps
-its death."""
+its death.
+
+A collective timeout after the finish is kept as the job's own error (a final save that outlasted the
+timeout), except where the other ranks had closed their communicators after the finish and before it
+(`peers_left`: NCCL's "comm ... rank N ... - Abort COMPLETE" / "Destroy COMPLETE") and the finish is one
+of `peers_left_finishes` (the loop's own "training finished after N epochs"): the peers completed and
+left, and the rank still waiting in a leftover collective timed out during shutdown, outputs written."""
 
 from __future__ import annotations
 
@@ -37,6 +43,22 @@ def _completed(scanner: Scanner, finish: int, cfg: dict[str, Any]) -> bool:
     return bool(saves) and max(saves) > scanner.last_progress_before(finish) > 0
 
 
+def _peers_left(scanner: Scanner, finish: int, cfg: dict[str, Any]) -> bool:
+    """Other ranks closed their communicators after line `finish` and before the first error of the job's own
+    (`unless_after`) after it."""
+    if not cfg.get("peers_left") or not cfg.get("unless_after"):
+        return False
+    left, keep, seen = compiled(cfg["peers_left"]), compiled(cfg["unless_after"]), False
+    for n, raw in scanner.rows(finish):
+        if n <= finish:
+            continue
+        text = raw.decode("utf-8", "replace")
+        if keep.search(text):
+            return seen
+        seen = seen or bool(left.search(text))
+    return False
+
+
 def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: list[ExceptionInfo],
                           scanner: Scanner, spec: dict[str, Any]) -> tuple[list[Death], list[Death]]:
     """(deaths, exception deaths) less the exit crash of a completed run (see the module's doc)."""
@@ -52,13 +74,16 @@ def exit_after_completion(deaths: list[Death], excs: list[Death], exceptions: li
     after = [e for e in exceptions if e.line > finish and not any(f.function in cleanup for f in e.frames)]
     # (the final outputs written after the loop, with no progress after them, are the completion itself)
     outputs = kind in cfg.get("output_finishes", ()) and scanner.last_progress <= finish
-    if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not (outputs or _completed(scanner, finish, cfg)):
+    left = kind in cfg.get("peers_left_finishes", ()) and _peers_left(scanner, finish, cfg)
+    if left:
+        wrappers |= set(cfg.get("peers_left_exceptions", ()))
+    if any(e.type.rsplit(".", 1)[-1] not in wrappers for e in after) or not (outputs or left or _completed(scanner, finish, cfg)):
         return deaths, excs
     saves = sorted(h[:2] for h in scanner.hits.get("save", ()) if h[0] > finish)
     if saves and saves[-1][1] in cfg.get("final_save", ()):     # a save after the finish that never completed
         return deaths, excs
     keep = compiled(cfg["unless_after"]) if cfg.get("unless_after") else None
-    if keep is not None and any(n > finish and keep.search(raw.decode("utf-8", "replace")) for n, raw in scanner.rows(finish)):
+    if keep is not None and not left and any(n > finish and keep.search(raw.decode("utf-8", "replace")) for n, raw in scanner.rows(finish)):
         return deaths, excs     # an error of its own after the finish (a collective timeout, a kill): not teardown
     kinds = set(cfg.get("deaths", ()))
     wrapped = {e.line for e in exceptions if e.line > finish}

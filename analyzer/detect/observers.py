@@ -49,6 +49,8 @@ class TrainingObserver:
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
+        from llmtriage.detect.world_shortfall import WorldShortfall   # deferred: as above
+        self.world = WorldShortfall()
         self._feed_metrics = self.metrics.feed_block
         self._feed_phase = self.phase.feed
 
@@ -66,6 +68,7 @@ class TrainingObserver:
         self.eval_summaries.feed(lines, line_base)
         self.alloc_retries.feed(lines, line_base)
         self.untrained.feed(view, line_base)
+        self.world.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
@@ -121,6 +124,9 @@ class TrainingObserver:
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:
             findings.append(untrained)
+        short = self.world.finding(findings, self.lang)
+        if short is not None:
+            findings.append(short)
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()

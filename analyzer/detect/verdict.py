@@ -40,6 +40,7 @@ from llmtriage.detect.interrupted_save import resumed_interrupted_save
 from llmtriage.detect.named_by_death import death_repeats, recovered_named_by_death, retries_exhausted
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
+from llmtriage.detect.bar_timeout import bar_outlasts_timeout
 from llmtriage.detect.installed_yet_missing import installed_yet_missing
 from llmtriage.detect.garbage_size import garbage_size_alone
 from llmtriage.detect.fallback_chain import fallback_failed
@@ -417,6 +418,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     installed_yet_missing(findings, exceptions, scanner, verdict_spec().get("installed_yet_missing"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)
+    bar_outlasts_timeout(findings, scanner, verdict_spec().get("bar_outlasts_timeout"))
     for f in findings:
         f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id, report.extra.get("phase"),
                                                report.extra.get("throughput"))
