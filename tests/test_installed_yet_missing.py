@@ -60,3 +60,13 @@ def test_a_missing_submodule_of_an_installed_package_but_not_the_package_itself(
     # a traceback frame inside the package is a sign
     frame = '  File "/usr/local/lib/python3.9/site-packages/mindspore/communication/__init__.py", line 3, in <module>\n'
     assert _top("Traceback (most recent call last):\n" + frame + sub)[0].category == "dependency-mismatch"
+
+
+def test_a_metadata_lookup_by_the_old_name_while_a_renamed_variant_is_installed():
+    err = "importlib.metadata.PackageNotFoundError: flashinfer\n"
+    top, rep = _top("Successfully installed flashinfer-python-0.2.0.post2+cu124torch2.5\n" + err)
+    assert top.rule_id == "package-metadata-not-found" and top.category == "dependency-mismatch"
+    assert "flashinfer_python" in top.judgement["reason"] and rep.extra["action"] == "fix"
+    # another package that merely starts with the name is no variant; nothing installed stays missing
+    assert _top("Successfully installed flashinfer-bench-0.1.0\n" + err)[0].category == "missing-dependency"
+    assert _top(err)[0].category == "missing-dependency"

@@ -364,6 +364,21 @@ def test_unknown_still_wins_when_nothing_recognised_explains_it():
     assert errors(rep)[0].rule_id == "unknown"
 
 
+
+def test_a_feature_disabled_by_an_old_dependency_explains_a_later_unrecognised_failure():
+    # rules/verdict.yaml explains_death_rules: this warning explains the unknown failure on the fallback path,
+    # though its category (dependency-mismatch) is not among explains_death
+    warn = ("WARNING mxfp4.py:58: flashinfer 0.6.3 is older than the minimum 0.6.9 needed by the MXFP4 MoE path; "
+            "MXFP4 MoE method not registered\n")
+    crash = ("Traceback (most recent call last):\n  File \"moe.py\", line 9, in fused_experts\n"
+             "AssertionError: Hidden size mismatch\n")
+    top = errors(run(warn + crash))[0]
+    assert top.rule_id == "dependency-below-minimum-feature-disabled" and top.category == "dependency-mismatch"
+    assert top.judgement["context"] == "explains-death"
+    # without the warning the failure stays unrecognised
+    assert errors(run(crash))[0].rule_id == "unknown"
+
+
 # ------------------------------------------------------------------ actions
 
 def test_every_category_has_an_action_and_reasons_in_both_languages():

@@ -73,8 +73,23 @@ def installed_yet_missing(findings: list[Finding], exceptions: list[ExceptionInf
         shown = [(h[0], names) for h, names in named if h[0] < f.line or "already satisfied" in h[2]]
         frames = _frame_packages(exceptions, f.line)
         installed = set(frames).union(*(names for _, names in shown))
+        reason, dist = spec["reason"], ""
+        if wanted and not wanted <= installed and how.get("variants"):
+            # a metadata lookup by the old distribution name while a renamed variant is installed
+            # ("flashinfer" vs flashinfer-python, "onnxruntime" vs onnxruntime-gpu): the checker predates the rename
+            alias = {w: _variant(w, installed, spec.get("variant_suffixes", ())) for w in wanted}
+            if all(alias.values()):
+                dist = ", ".join(sorted(alias.values()))
+                wanted = set(alias.values())
+                reason = spec.get("variant_reason", reason)
         if wanted and wanted <= installed:
             line = min((ln for ln, names in shown if names & wanted), default=f.line)
             f.judgement = {"context": "installed-yet-missing", "severity_was": f.severity, "category_was": f.category,
-                           "reason": tr(spec["reason"], lang, package=pkg, line=line)}
+                           "reason": tr(reason, lang, package=pkg, line=line, dist=dist)}
             f.category = spec["category"]
+
+
+def _variant(want: str, installed: set[str], suffixes: Any) -> str:
+    """An installed distribution that is `want` under a variant name (want_python, want_gpu, want_cu12), or ''."""
+    return next((n for n in sorted(installed) if n.startswith(want + "_")
+                 and re.fullmatch(r"(?:%s)" % "|".join(suffixes), n[len(want) + 1:])), "") if suffixes else ""

@@ -21,6 +21,7 @@ def yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optiona
     spec = verdict_spec()
     reports = set(spec["death_reports"])
     explains = set(spec["explains_death"])
+    explains_rules = set(spec.get("explains_death_rules", ()))
     by_message = spec.get("death_report_messages")
     never = spec.get("never_explained")
     for u in [f for f in findings if f.rule_id == "unknown" and f.severity == "error"]:
@@ -38,7 +39,8 @@ def yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optiona
         # a cause of that family explains it
         fam = family_of(u.captures["asserted"]) if u.captures.get("asserted") else None
         causes = [f for f in earlier if explainable and f.severity == "warning" and f.role == "cause"
-                  and f.category in explains and (fam is None or f.category == fam[0])]
+                  and (f.category in explains or f.rule_id in explains_rules)
+                  and (fam is None or f.category == fam[0])]
         if causes:
             best = max(causes, key=lambda f: (f.priority, f.line))
             best.judgement = {"context": "explains-death", "severity_was": "warning",
