@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from llmtriage.detect.metrics import THRESHOLDS
 from llmtriage.detect.throughput_scaling import ScalingTracker
-from llmtriage.detect.throughput_util import underused
+from llmtriage.detect.throughput_util import underused, util_bound
 
 
 def _feed(text: str) -> ScalingTracker:
@@ -78,3 +78,14 @@ def test_lone_snapshot_with_every_gpu_underused_counts_after_steady_training():
     # four or more snapshots: the share rule as before
     assert underused([_snap(20)] * 3 + [_snap(95)], THRESHOLDS) == [_snap(20)] * 3
     assert underused([_snap(20)] * 2 + [_snap(95)] * 2, THRESHOLDS) == []
+
+
+def test_readings_hovering_around_the_bound_with_none_busy_count_by_their_median():
+    # a run slow from its first step (bnb int8 LoRA): 24%, 31%, 24%, 31% - half just above 30%, none busy
+    snaps = [_snap(24), _snap(31), _snap(24), _snap(31)]
+    assert underused(snaps, THRESHOLDS) == snaps
+    assert util_bound(snaps, THRESHOLDS) == THRESHOLDS.low_ceiling
+    assert util_bound([_snap(24)] * 4, THRESHOLDS) == THRESHOLDS.low_util
+    # one busy reading (> low_ceiling), or a median above low_util: no evidence
+    assert underused([_snap(24), _snap(31), _snap(24), _snap(45)], THRESHOLDS) == []
+    assert underused([_snap(24), _snap(35), _snap(33), _snap(31)], THRESHOLDS) == []

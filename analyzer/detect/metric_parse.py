@@ -9,7 +9,8 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   Lightning            Epoch 0:  45%|####5     | 450/1000 [01:23<01:42, v_num=0, train_loss=2.310]
   tqdm postfix         100%|####| 50/50 [00:10<00:00, 4.9it/s, Loss: 1.14]   |  ... loss=0.5]
   verl / TRL (RL)      step:12 - actor/pg_loss:-0.004 - actor/kl_loss:0.001 - actor/grad_norm:0.23 - actor/lr:1e-06
-  pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |
+  pipe-separated       | step 20 | loss 3.1021 | grad_norm 0.0000 | lr 2.00e-04 |  (an RL learner's
+                       step 5 | policy_loss +0.0123 | grad_norm 0.0000 | lr 1.00e-05 | kl 0.0000 | too: oat, custom loops)
   AverageMeter         Epoch: [0][ 250/5005]\tTime 0.430 (0.430)\tData 0.006 (0.006)\tLoss 2.3104 (2.4121)  (the value,
                        not the running average; [e][i/n] gives epochs completed e + i/n)
   Keras / tqdm desc    Epoch 2/3: 40%|####      | 40/100 [..., loss=0.0003, grad_norm=0.0006]  (Epoch N/M is an
@@ -41,7 +42,7 @@ from llmtriage.engine.logparse import split_prefix
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
-              rb"""\b(?:actor/)?(?:pg|policy)_loss['"]?\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ])?[Ll]oss\s+[-+0-9.NnIi]"""
+              rb"""\b(?:actor/)?(?:pg|policy)_loss['"]?\s*[=:]\s*['"]?[-+0-9.NnIi]|\|\s*(?:train[_ ]|(?:actor/)?(?:pg|policy)_)?[Ll]oss\s+[-+0-9.NnIi]"""
               # Megatron drops "lm loss" from a line whose loss went NaN but still prints the grad norm
               rb"""|\| grad norm: (?:nan|inf)\b"""
               # mlx-lm: "Iter 10: Train loss 0.972, Learning Rate 1.750e-06, It/sec 0.092, ..."

@@ -37,7 +37,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
-from llmtriage.detect.throughput_util import periodic, search_unprefixed, underused
+from llmtriage.detect.throughput_util import periodic, search_unprefixed, underused, util_bound
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
 
@@ -406,7 +406,7 @@ class ThroughputTracker:
             last_line = max(last_line, idle[-1][-1][3])
         elif low := underused(snaps, th, sum(1 for ln, _ in (series.values() if series else []) if snaps and ln < snaps[0][0][3])):
             # every GPU busy only a small share of the time, snapshot after snapshot: starved, not idle
-            nums.update(low=len(low), snaps=len(snaps), low_util=f"{th.low_util:g}")
+            nums.update(low=len(low), snaps=len(snaps), low_util=f"{util_bound(low, th):g}")
             first_line = first_line or low[0][0][3]
             last_line = max(last_line, low[-1][-1][3])
         elif idle and len(snaps) >= 3:

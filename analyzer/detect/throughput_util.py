@@ -3,7 +3,8 @@ come at a fixed interval (throughput.py).
 
 A snapshot is underused when every GPU in it is at or below `low_util` (30%). Two readings count:
   * four or more snapshots during training, at least `low_share` of them underused (the GPUs starve
-    step after step);
+    step after step), or none above `low_ceiling` (40%) with a median at or below `low_util` (a run slow
+    from its first step hovers around 30%: 24%, 31%, 24%, 31%);
   * one to three snapshots during training, each underused, with at least `low_min_steps` training
     records (progress bars, timers) before the first: the user looked at the GPUs while the job was
     training steadily and every GPU sat at or below 30%. A training step keeps a GPU busy well over
@@ -29,10 +30,20 @@ def underused(snaps: list[Snap], th: Thresholds, steps_before: int = 0) -> list[
     """The underused snapshots that make the finding, or [] when they do not."""
     low = [s for s in snaps if all(r[0] <= th.low_util for r in s)]
     if len(snaps) >= 4:
-        return low if len(low) >= th.low_share * len(snaps) else []
+        if len(low) >= th.low_share * len(snaps):
+            return low
+        # a run slow from its first step (inefficient kernels, 8-bit matmuls): readings hover around low_util,
+        # some a little above it, but none is busy; their median is what counts
+        peaks = [max(r[0] for r in s) for s in snaps]
+        return snaps if max(peaks) <= th.low_ceiling and _median(peaks) <= th.low_util else []
     if snaps and len(low) == len(snaps) and steps_before >= LOW_MIN_STEPS:
         return low
     return []
+
+
+def util_bound(low: list[Snap], th: Thresholds) -> float:
+    """The utilisation every GPU of the underused snapshots stays at or below: low_util, else low_ceiling."""
+    return th.low_util if all(r[0] <= th.low_util for s in low for r in s) else th.low_ceiling
 
 
 def search_unprefixed(pattern: Any, seg: bytes) -> Any:
