@@ -49,6 +49,8 @@ class TrainingObserver:
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
+        from llmtriage.detect.loss_above_uniform import LossAboveUniform   # deferred: as above
+        self.above_uniform = LossAboveUniform()
         self._feed_metrics = self.metrics.feed_block
         self._feed_phase = self.phase.feed
 
@@ -66,6 +68,7 @@ class TrainingObserver:
         self.eval_summaries.feed(lines, line_base)
         self.alloc_retries.feed(lines, line_base)
         self.untrained.feed(view, line_base)
+        self.above_uniform.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
@@ -121,6 +124,10 @@ class TrainingObserver:
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:
             findings.append(untrained)
+        above = self.above_uniform.finding(self.metrics.records(), findings, self.lang,
+                                           self.untrained.load_line, self.untrained.vocab)
+        if above is not None:
+            findings.append(above)
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()
