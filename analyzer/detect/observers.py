@@ -49,6 +49,8 @@ class TrainingObserver:
         self._ends_nl = True
         from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
         self.untrained = UntrainedStart()
+        from llmtriage.detect.loss_above_uniform import LossAboveUniform   # deferred: as above
+        self.above_uniform = LossAboveUniform()
         from llmtriage.detect.world_shortfall import WorldShortfall   # deferred: as above
         self.world = WorldShortfall()
         self._feed_metrics = self.metrics.feed_block
@@ -68,6 +70,7 @@ class TrainingObserver:
         self.eval_summaries.feed(lines, line_base)
         self.alloc_retries.feed(lines, line_base)
         self.untrained.feed(view, line_base)
+        self.above_uniform.feed(view, line_base)
         self.world.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -124,7 +127,11 @@ class TrainingObserver:
         untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
         if untrained is not None:
             findings.append(untrained)
-        short = self.world.finding(findings, self.lang)
+        above = self.above_uniform.finding(self.metrics.records(), findings, self.lang,
+                                           self.untrained.load_line, self.untrained.vocab)
+        if above is not None:
+            findings.append(above)
+        short = self.world.finding(findings, self.lang)    # only when no error finding explains the run
         if short is not None:
             findings.append(short)
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())

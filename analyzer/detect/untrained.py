@@ -62,6 +62,9 @@ class UntrainedStart:
         uniform = math.log(self.vocab)
         if first.loss < max(float(self.spec["ratio"]) * uniform, float(self.spec["min_loss"])):
             return None
+        from llmtriage.detect.loss_above_uniform import above_uniform   # deferred: as the observers
+        if above_uniform(first.loss, self.vocab):       # far above a uniform guess: a scaled loss, not fresh weights
+            return None
         entry = detector_texts()["untrained_start"]
         values = {"loss": f"{first.loss:g}", "at": first.at, "line": first.line, "vocab": self.vocab,
                   "uniform": f"{uniform:.2f}", "load_line": self.load_line}
