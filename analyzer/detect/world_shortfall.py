@@ -20,10 +20,6 @@ from llmtriage.findings import Finding
 HEAD_BYTES = 4 << 20    # the launch and the launcher's world report come before training
 
 
-def _ints(rx: Any, view: bytes) -> list[int]:
-    return [int(next(g for g in m.groups() if g)) for m in rx.finditer(view) if any(m.groups())]
-
-
 class WorldShortfall:
     """Collects requested and reported node counts and world sizes from the blocks of the log's head."""
 
@@ -43,17 +39,13 @@ class WorldShortfall:
             return
         self._seen += len(view)
         for key, rx in self._rx.items():
-            m = rx.search(view)
-            if m is None:
-                continue
-            found = _ints(rx, view)
-            if not found:
-                continue
             # asked: the largest request; got: the largest world any launcher reported (one bigger report means
-            # some process did see the whole world)
-            if found and max(found) > self.values.get(key, 0):
-                self.values[key] = max(found)
-                self.lines.setdefault(key, line_base + view.count(b"\n", 0, m.start()))
+            # some process did see the whole world); the line is that value's
+            for m in rx.finditer(view):
+                value = next((int(g) for g in m.groups() if g), 0)
+                if value > self.values.get(key, 0):
+                    self.values[key] = value
+                    self.lines[key] = line_base + view.count(b"\n", 0, m.start())
 
     def finding(self, findings: list[Finding], lang: Optional[str]) -> Optional[Finding]:
         v = self.values
