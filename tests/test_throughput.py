@@ -242,6 +242,8 @@ def test_utilisation_dropping_to_zero_between_busy_snapshots_is_a_pipeline_warni
     _, [a] = _run(rec + busy + rec + idle + rec + busy + rec + busy + rec, train_start=1)
     assert a.severity == "warning" and a.numbers["idle_some"] == 1 and a.numbers["snaps"] == 4 and a.numbers["pipeline"]
     assert _run(rec + busy + rec + busy + rec + busy + rec, train_start=1)[1] == []
+    # one dip among a dozen busy readings is a step boundary sampled, not a starving pipeline
+    assert _run(rec + (busy + rec) * 5 + idle + rec + (busy + rec) * 6, train_start=1)[1] == []
 
 
 def test_report_carries_a_throughput_summary(engine):
@@ -439,6 +441,17 @@ def test_nvidia_smi_csv_rows_with_a_name_column_are_snapshots():
     # the same table with busy GPUs says nothing
     busy = rows.replace(" 14 %", " 94 %").replace(" 17 %", " 97 %").replace(" 9 %", " 91 %").replace(" 12 %", " 92 %")
     assert _run(rec + head + busy + rec, train_start=1)[1] == []
+
+    # `--query-gpu=timestamp,name,...` with `-l 2`: one GPU, one row per sample; each new time is a new snapshot,
+    # rows of one sample (several GPUs) share their time
+    head = "timestamp, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n"
+    rows = "".join(f"2023/05/15 14:21:{2 * i:02d}.512, NVIDIA GeForce RTX 3090, {u} %, 23870 MiB, 24576 MiB\n"
+                   for i, u in enumerate((24, 27, 19, 31, 22)))
+    t, [a] = _run(rec + head + rows + rec, train_start=1)
+    assert [[r[0] for r in s] for s in t.snaps] == [[24], [27], [19], [31], [22]] and a.severity == "error"
+    two = "".join(f"2023/05/15 14:21:00.{g}12, NVIDIA A100, {u} %, 23870 MiB, 81920 MiB\n" for g, u in enumerate((24, 27)))
+    t, _ = _run(rec + head + two + rec, train_start=1)
+    assert [[r[0] for r in s] for s in t.snaps] == [[24, 27]]
 
 
 def test_one_line_gpu_monitor_rows_are_snapshots():

@@ -65,8 +65,8 @@ Thresholds (module-level `THRESHOLDS`, a dataclass; each can be set with the env
                            sample period (a training step keeps a GPU busy well over half of it)
   low_util           30    a snapshot is "underused" when every GPU is at or below this utilisation; an
   low_share          0.75  error when at least this share of >= 4 snapshots taken during training are
-  low_ceiling        40    ... or when no such snapshot has a GPU above this and their median is <= low_util
-                           (a run slow from its first step: 24-31% on every reading, never a busy one)
+  low_ceiling        40    ... or when no such snapshot has a GPU above this (a run slow from its first
+                           step: 24-38% on every reading, never a busy one)
   mem_low            0.3   GPU memory used below this share of capacity on every GPU (batch too small)
   gen_share          0.6   RL: generation takes at least this share of the step time
   save_share         0.25  checkpoint saves take at least this share of all step time (verl); an error from

@@ -37,7 +37,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
-from llmtriage.detect.throughput_util import periodic, search_unprefixed, underused, util_bound
+from llmtriage.detect.throughput_util import new_snapshot, periodic, search_unprefixed, underused, util_bound
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
 
@@ -75,7 +75,7 @@ _SGL = rb"Decode batch[.,] #running-req: ([0-9]+),[^\n]*?gen throughput \(token/
 _SMI = rb"([0-9]+)MiB\s*/\s*([0-9]+)MiB\s*\|\s*([0-9]+)%"
 # `--query-gpu=index,utilization.gpu,memory.used`; text columns (name, pci.bus_id) may stand between the
 # index and the utilisation: `0, NVIDIA A800-SXM4-80GB, 14 %, 41233 MiB`; no index, utilization.memory: `9 %, 6 %, 5123 MiB`
-_SMI_CSV = rb"^\s*(?:([0-9]+), +)?(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +(?:[0-9]+ ?%, +)?([0-9]+) ?MiB"
+_SMI_CSV = rb"^\s*(?:([0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:.]+), +)?(?:([0-9]+), +)?(?:[^,\n]*[A-Za-z][^,\n]*, +){0,3}([0-9]+) ?%, +(?:[0-9]+ ?%, +)?([0-9]+) ?MiB"
 _NPU_SMI = rb"\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]\s+\|\s*([0-9]+)\s+[0-9]+\s*/\s*[0-9]+\s+([0-9]+)\s*/\s*([0-9]+)\s*\|"
 _STOP = rb"DUE TO TIME LIMIT|\^C|KeyboardInterrupt"
 _LABEL_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.,]+Z?\s*)?(?:\S+:(?:\s+|$))?(?:[\[(][^\])]*[\])]:?\s*)*")
@@ -130,6 +130,7 @@ class ThroughputTracker:
         self.last_entry_line = 0
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
         self._snap_line = -10
+        self._snap_stamp: Optional[bytes] = None     # the timestamp column of the last `--query-gpu` row
         self._last_bar: dict[tuple[int, int], tuple[int, str]] = {}
         self.finished_line = 0
         self.stop: Optional[tuple[str, int]] = None
@@ -310,13 +311,14 @@ class ThroughputTracker:
         elif m := P["npu"].search(seg):     # npu-smi: AICore(%) then HBM used / total
             row = (int(m.group(1)), int(m.group(2)), int(m.group(3)), line)
         elif m := search_unprefixed(P["csv"], seg):
-            row = (int(m.group(2)), int(m.group(3)), None, line)
+            row = (int(m.group(3)), int(m.group(4)), None, line)
         elif m := P["mon"].search(seg):     # a one-line monitor: GPU index and utilisation only
             row = (int(m.group(2)), None, None, line)
         else:
             return
-        if line - self._snap_line > 3 or not self.snaps or (m.re.pattern in (_SMI_CSV, MON_SRC) and m.group(1) == b"0"):
+        if line - self._snap_line > 3 or not self.snaps or new_snapshot(m, _SMI_CSV, MON_SRC, self._snap_stamp):
             self.snaps.append([])
+        self._snap_stamp = m.group(1) if m.re.pattern == _SMI_CSV else None
         self._snap_line = line
         if len(self.snaps) <= 256:
             self.snaps[-1].append(row)
@@ -409,8 +411,9 @@ class ThroughputTracker:
             nums.update(low=len(low), snaps=len(snaps), low_util=f"{util_bound(low, th):g}")
             first_line = first_line or low[0][0][3]
             last_line = max(last_line, low[-1][-1][3])
-        elif idle and len(snaps) >= 3:
-            # busy snapshots with idle ones in between: utilisation drops to 0% periodically (input pipeline)
+        elif idle and len(snaps) >= 3 and len(idle) * 5 >= len(snaps):
+            # busy snapshots with idle ones in between: utilisation drops to 0% periodically (input pipeline);
+            # one dip among many busy readings (`-l 1` sampling a step boundary) is not a pattern
             nums.update(pipeline=True, idle_some=len(idle), snaps=len(snaps))
         full = [s for s in snaps if all(r[2] for r in s)]
         if full and all(r[1] < th.mem_low * r[2] and r[0] < 90 for s in full for r in s):   # type: ignore[operator]

@@ -3,8 +3,9 @@ come at a fixed interval (throughput.py).
 
 A snapshot is underused when every GPU in it is at or below `low_util` (30%). Two readings count:
   * four or more snapshots during training, at least `low_share` of them underused (the GPUs starve
-    step after step), or none above `low_ceiling` (40%) with a median at or below `low_util` (a run slow
-    from its first step hovers around 30%: 24%, 31%, 24%, 31%);
+    step after step), or none above `low_ceiling` (40%) (a run slow from its first step hovers around
+    30-40%: 24%, 31%, 24%, 31% or 34%, 31%, 38%, 29%, 36%; a training step keeps a GPU busy well over half of
+    the sample period, so four readings in a row none above 40% are a starved GPU, not noise);
   * one to three snapshots during training, each underused, with at least `low_min_steps` training
     records (progress bars, timers) before the first: the user looked at the GPUs while the job was
     training steadily and every GPU sat at or below 30%. A training step keeps a GPU busy well over
@@ -32,10 +33,10 @@ def underused(snaps: list[Snap], th: Thresholds, steps_before: int = 0) -> list[
     if len(snaps) >= 4:
         if len(low) >= th.low_share * len(snaps):
             return low
-        # a run slow from its first step (inefficient kernels, 8-bit matmuls): readings hover around low_util,
-        # some a little above it, but none is busy; their median is what counts
+        # a run slow from its first step (inefficient kernels, 8-bit or 4-bit matmuls): readings hover around
+        # low_util, some above it, but none is busy
         peaks = [max(r[0] for r in s) for s in snaps]
-        return snaps if max(peaks) <= th.low_ceiling and _median(peaks) <= th.low_util else []
+        return snaps if max(peaks) <= th.low_ceiling else []
     if snaps and len(low) == len(snaps) and steps_before >= LOW_MIN_STEPS:
         return low
     return []
@@ -50,6 +51,16 @@ def search_unprefixed(pattern: Any, seg: bytes) -> Any:
     """pattern.search on a line, then on the line without a launcher's or logger's prefix ([rank3]:, a host, a time)."""
     from llmtriage.engine.logparse import split_prefix   # deferred: only for rows the plain search missed
     return pattern.search(seg) or pattern.search(split_prefix(seg.decode("utf-8", "replace")).text.encode("utf-8"))
+
+
+def new_snapshot(m: Any, csv_src: bytes, mon_src: bytes, prev_stamp: Optional[bytes]) -> bool:
+    """Whether a utilisation row starts a new snapshot: GPU 0 again (`--query-gpu=index,...`, a monitor line),
+    or a `--query-gpu=timestamp,...` row whose time (to the second) differs from the row before it (one GPU
+    sampled with `-l N` prints one row per sample)."""
+    if m.re.pattern == csv_src:
+        stamp = m.group(1)
+        return m.group(2) == b"0" or (stamp is not None and prev_stamp is not None and stamp[:19] != prev_stamp[:19])
+    return m.re.pattern == mon_src and m.group(1) == b"0"
 
 
 def periodic(vals: list[tuple[int, float]], saves_seen: list[int], th: Thresholds) -> Optional[tuple[int, float, float]]:
