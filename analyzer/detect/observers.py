@@ -47,12 +47,8 @@ class TrainingObserver:
         self.eval_summaries = EvalSummaries()
         self.alloc_retries = AllocRetries()
         self._ends_nl = True
-        from llmtriage.detect.untrained import UntrainedStart   # deferred: as above
-        self.untrained = UntrainedStart()
-        from llmtriage.detect.loss_above_uniform import LossAboveUniform   # deferred: as above
-        self.above_uniform = LossAboveUniform()
-        from llmtriage.detect.world_shortfall import WorldShortfall   # deferred: as above
-        self.world = WorldShortfall()
+        from llmtriage.detect.head_cues import HeadCues   # deferred: as above
+        self.head = HeadCues()
         self._feed_metrics = self.metrics.feed_block
         self._feed_phase = self.phase.feed
 
@@ -69,9 +65,7 @@ class TrainingObserver:
         self.resumes.feed(lines, line_base)
         self.eval_summaries.feed(lines, line_base)
         self.alloc_retries.feed(lines, line_base)
-        self.untrained.feed(view, line_base)
-        self.above_uniform.feed(view, line_base)
-        self.world.feed(view, line_base)
+        self.head.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
         from llmtriage.detect.metric_detect import detect   # deferred: only when metrics were seen
@@ -90,6 +84,9 @@ class TrainingObserver:
         from llmtriage.detect.metric_eval_summary import eval_perfect_early, eval_summary_frozen   # deferred: as above
         from llmtriage.detect.throughput_starved import starved_gpus   # deferred: as above
         from llmtriage.detect.alloc_retries import alloc_thrash   # deferred: as above
+        from llmtriage.detect.untrained import untrained_start   # deferred: as above
+        from llmtriage.detect.loss_above_uniform import loss_above_uniform   # deferred: as above
+        from llmtriage.detect.world_shortfall import world_shortfall   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
@@ -124,16 +121,14 @@ class TrainingObserver:
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.mfu.detect()
         findings.extend(to_findings(anomalies, findings, self.lang))
-        untrained = self.untrained.finding(self.metrics.records(), findings, self.lang)
-        if untrained is not None:
-            findings.append(untrained)
-        above = self.above_uniform.finding(self.metrics.records(), findings, self.lang,
-                                           self.untrained.load_line, self.untrained.vocab)
-        if above is not None:
-            findings.append(above)
-        short = self.world.finding(findings, self.lang)    # only when no error finding explains the run
-        if short is not None:
-            findings.append(short)
+        # start-up cues (detect/head_cues.py), each only when no error finding (an earlier one's included) explains the run
+        records = self.metrics.records()
+        for judge_head in (lambda: untrained_start(self.head, records, findings, self.lang),
+                           lambda: loss_above_uniform(self.head, records, findings, self.lang),
+                           lambda: world_shortfall(self.head, findings, self.lang)):
+            found = judge_head()
+            if found is not None:
+                findings.append(found)
         self.phase.finish(report, findings, self.metrics.last_step, self.metrics.records())
         if self.metrics.count or self.metrics.overflows:
             report.extra["metrics"] = self.metrics.summary()
