@@ -64,3 +64,24 @@ def test_a_nan_loss_long_after_one_calibration_overflow_stays_nan_loss():
     log = OVERFLOW + "".join(BAR.format(n=n) for n in range(1, 9))
     top, rep = _top(log)
     assert top.rule_id == "trainer-loss-nan" and top.category == "nan-loss", [(f.rule_id, f.category) for f in rep.findings]
+
+
+PIP_NONE = ("$ pip install decord\n"
+            "ERROR: Could not find a version that satisfies the requirement {pkg} (from versions: none)\n"
+            "ERROR: No matching distribution found for {pkg}\n")
+NO_MODULE = ("$ python sample_video.py\nTraceback (most recent call last):\n"
+             "  File \"/w/video_reader.py\", line 5, in <module>\n    import decord\n"
+             "ModuleNotFoundError: No module named 'decord'\n")
+
+
+def test_pip_finding_no_wheel_for_the_package_the_run_misses_is_a_missing_package():
+    top, rep = _top(PIP_NONE.format(pkg="decord") + NO_MODULE)
+    assert top.category == "missing-dependency", [(f.rule_id, f.category) for f in rep.findings]
+    pip = next(f for f in rep.findings if f.rule_id == "pip-resolution-impossible")
+    assert pip.category == "missing-dependency" and pip.judgement["category_was"] == "dependency-mismatch"
+
+
+def test_pip_failing_for_another_package_keeps_its_category():
+    _, rep = _top(PIP_NONE.format(pkg="flash-attn==2.5.8") + NO_MODULE)
+    pip = next(f for f in rep.findings if f.rule_id == "pip-resolution-impossible")
+    assert pip.category == "dependency-mismatch" and pip.judgement is None
