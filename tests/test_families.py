@@ -322,6 +322,23 @@ def test_the_verdict_places_an_unpacking_error_by_where_it_was_raised():
     assert own.rule_id == "unknown" and own.category != "dependency-mismatch"
 
 
+def test_unpacking_another_modules_result_below_the_entry_script_is_a_release_mismatch():
+    from llmtriage.detect.family import shape_cues
+    msg = "too many values to unpack (expected 4)"
+    files = ["/repo/nanotron/run_generate.py", "/repo/nanotron/src/nanotron/models/llama.py"]
+    call = "(query_unpad, indices_q, cu_seqlens_q, max_seqlen_q) = bert_padding.unpad_input("
+    assert [s[0] for s in shape_cues("ValueError", msg, files, call)] == ["dependency-mismatch"]
+    # raised in the script that was run (a one-file traceback, or the same file outermost): a code bug
+    assert shape_cues("ValueError", msg, ["/repo/train.py"], call) == []
+    assert shape_cues("ValueError", msg, ["/repo/train.py", "/repo/train.py"], call) == []
+    # the code's own object, or a data holder, unpacked: not another module's return signature
+    for code in ("a, b = self.encoder(x)", "input_ids, labels = batch.values()", "x, y = model.forward(z)",
+                 "a, b = pairs", "a, b = get_pair()"):
+        assert shape_cues("ValueError", msg, files, code) == [], code
+    # no source line known: the shape cannot be judged
+    assert shape_cues("ValueError", msg, files) == []
+
+
 def test_the_verdict_places_an_assertion_raised_inside_deepspeed():
     _, top = _top(_raised_in("AssertionError", "/py/site-packages/transformers/trainer.py",
                              "/py/site-packages/deepspeed/runtime/engine.py", "/py/site-packages/deepspeed/runtime/zero/stage_1_and_2.py"))
@@ -338,9 +355,10 @@ def test_every_shape_is_well_formed_and_re2_safe():
     re2 = pytest.importorskip("re2")
     for s in spec["shapes"]:
         assert s["family"] in cats and s["weight"] in (-4, -3, -2, -1, 1, 2, 3, 4) and s["name"], s
-        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost", "own_class"}, s
+        assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost", "own_class",
+                          "code", "code_unless", "below_entry"}, s
         assert any(s.get(k) for k in ("type", "message", "frames", "innermost")), s
-        for k in ("type", "message", "unless", "frames", "innermost"):
+        for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless"):
             if s.get(k):
                 re2.compile(s[k])
 

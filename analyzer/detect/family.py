@@ -38,22 +38,25 @@ def _families() -> dict[str, Any]:
         _COMPILED["shapes"] = [
             (s["family"], int(s["weight"]), s["name"],
              *(re.compile(s[k], re.IGNORECASE if k != "type" else 0) if s.get(k) else None
-               for k in ("type", "message", "unless", "frames", "innermost")), bool(s.get("own_class")))
+               for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless")), bool(s.get("own_class")),
+             bool(s.get("below_entry")))
             for s in spec.get("shapes") or ()]
     return _COMPILED
 
 
-def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tuple[str, int, str]]:
+def shape_cues(exc_type: str, message: str, frame_files: list[str], code: str = "") -> list[tuple[str, int, str]]:
     """(family, weight, name) for every `shapes` entry of families.yaml the exception fits: its
     type's last name fully matches `type`, its message contains `message` and not `unless`, one
     of its innermost `frames_deep` frames' files contains `frames`, and the innermost frame's file
-    (where it was raised) contains `innermost`, and with `own_class` it was raised in the file named
-    after the object's class (raised_in_own_class) (each when given)."""
+    (where it was raised) contains `innermost`, the innermost frame's source line (`code`) contains
+    `code` and not `code_unless`, with `own_class` it was raised in the file named after the object's class
+    (raised_in_own_class), and with `below_entry` it was raised in another file than the outermost
+    frame's (not in the script that was run) (each when given)."""
     fam = _families()
     short = exc_type.rsplit(".", 1)[-1]
     deep = frame_files[-fam["deep"]:] if frame_files else []
     out = []
-    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, own in fam["shapes"]:
+    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, code_rx, code_not, own, below in fam["shapes"]:
         if type_rx is not None and not type_rx.fullmatch(short):
             continue
         if msg_rx is not None and not msg_rx.search(message):
@@ -65,6 +68,10 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str]) -> list[tupl
         if inner_rx is not None and not (deep and inner_rx.search(deep[-1])):
             continue
         if own and not (deep and raised_in_own_class(message, deep[-1])):
+            continue
+        if (code_rx is not None and not code_rx.search(code)) or (code_not is not None and code_not.search(code)):
+            continue
+        if below and not (len(frame_files) > 1 and frame_files[0] != frame_files[-1]):
             continue
         out.append((family, weight, name))
     return out
