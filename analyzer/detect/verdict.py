@@ -29,6 +29,7 @@ from llmtriage.engine.redact import clip
 from llmtriage.detect.pasted import pasted_after
 from llmtriage.detect.logged_handler import handled_before
 from llmtriage.detect.consequence import crash_after_cause, death_after_warning_cause
+from llmtriage.detect.held_gpu import oom_on_held_gpu
 from llmtriage.detect.escalation import kill_after_term
 from llmtriage.detect.inner_error import wrapper_yields_to_inner
 from llmtriage.detect.corroborate import corroborate, explain_metric
@@ -398,6 +399,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
+    oom_on_held_gpu(findings, verdict_spec().get("oom_on_held_gpu"), lang)
     kill_after_term(findings, verdict_spec().get("kill_after_term"), lang)
     wrapper_yields_to_inner(findings, verdict_spec().get("wrapper_inner"), lang)
     death_after_warning_cause(findings, verdict_spec().get("death_after_warning"), set(verdict_spec()["explains_death"]),
