@@ -67,7 +67,8 @@ ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]
 EPOCH_OF_SRC = rb"(?i)\bepoch\s*(?:\s|\[\s*)([0-9]+)\s*/\s*([0-9]+)"
 # (mmengine / xtuner: "Iter(train) [  10/12867]")
 STEP_SRC = rb"""(?i)(?:['"]?global_step(?:/max_steps)?['"]?\s*[:=]\s*['"]?|\biteration\s+|\bstep\s*[=:]?\s*|\biter\s*[=:]\s*|\biter\s+(?=[0-9]+:)|\biter\(train\)\s*\[\s*)([0-9]+)(?![0-9]|\.(?:batch|extern|interactive|[0-9]+\s+(?:ON|cgroup)\b))(?:\s*/\s*([0-9]+))?"""
-BAR_SRC = rb"\|\s*([0-9]+)/([0-9]+) \["
+# a tqdm bar's step and total, or the notebook form (notebook_bar.py): `[  23/2080 10:12 < 16:40:10, 0.03 it/s, Epoch 0.00/1]`
+BAR_SRC = rb"(?:\|\s*|\[ *(?=[0-9]+/[0-9]+ [0-9:]+ < [0-9:]+, [0-9.]+ (?:it/s|s/it), Epoch ))([0-9]+)/([0-9]+) (?:\[|(?=[0-9:]+ < ))"
 OVERFLOW_SRC = rb"OVERFLOW|[Gg]radient overflow|[Oo]verflow detected|[Ss]kipping step, loss scale|[Oo]verflow! Skipping step"
 SCALE_TO_SRC = rb"(?i)(?:reducing (?:loss scale )?to|loss scale(?:r)?(?: \d+)? reducing loss scale to|new scale:?|scale(?: to)?:?)\s*([0-9.]+(?:e[-+]?[0-9]+)?)"
 # DeepSpeed's cumulative counter and Megatron's per-interval one (a fully skipped interval prints no loss)

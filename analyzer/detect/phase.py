@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from llmtriage.engine.fastre import UNANCHORED, Lazy, compile_bytes, raw_of
 from llmtriage.detect.metric_parse import regexes
+from llmtriage.detect.notebook_bar import notebook_bar
 
 
 PHASES = ("environment", "launch", "model-loading", "data-loading", "training", "evaluation",
@@ -312,7 +313,11 @@ class PhaseTracker:
         R = _RX or _prx()
         lab = R._BAR_LABEL.search(seg)
         if lab is None:
-            return None
+            nb = notebook_bar(seg)      # the Trainer's notebook bar: the training loop's, no label
+            if nb is not None:
+                self.train_total = self.train_total or nb[1]
+                self.last_step = nb[0]
+            return "training" if nb is not None else None
         b = R._BAR.search(seg)
         label = R._LABEL_PREFIX.sub("", lab.group(1).decode("utf-8", "replace")).strip()   # drop rank / host prefixes
         kind = classify_bar(label)

@@ -37,6 +37,7 @@ from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spa
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
+from llmtriage.detect.notebook_bar import notebook_sample
 from llmtriage.detect.throughput_util import new_snapshot, periodic, search_unprefixed, underused, util_bound
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
@@ -227,6 +228,8 @@ class ThroughputTracker:
         if key.endswith((b"s/it,", b"s/it]", b"it/s,", b"it/s]")):
             m = P["bar"].search(seg)
             if m is None:
+                if nb := notebook_sample(seg, self._last_bar):     # the Trainer's notebook bar
+                    self._add(nb[0], line, nb[1])
                 return
             label = _LABEL_PREFIX.sub("", m.group(1).decode("utf-8", "replace")).strip()   # rank / host prefixes
             rate = float(m.group(6))
