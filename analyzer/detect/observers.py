@@ -158,6 +158,13 @@ def rl_logprob_gap(engine: Any = None) -> Any:
     return RlLogprobGapTracker(engine)
 
 
+def rl_grad_blowup(engine: Any = None) -> Any:
+    """RL records whose gradient norm exploded once and whose reward stayed down after (detect/rl_grad_blowup.py)."""
+    from llmtriage.detect.rl_grad_blowup import RlGradBlowupTracker   # deferred: loads when a scan first asks for it
+
+    return RlGradBlowupTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -174,5 +181,6 @@ class VerdictObserver:
                      getattr(scan.ruleset, "taxonomy", None), scan.engine)
 
 
-FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap]
+FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
+                                         rl_grad_blowup]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""
