@@ -53,7 +53,10 @@ class RlGradBlowupTracker:
         self.recs: list[tuple[int, float, float]] = []
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
-        if b"grad_norm" not in view or len(self.recs) >= _KEEP:
+        # every reward key of _REWARD holds "reward" or "score/mean": a block with neither (a metric-dense log of a
+        # run that is not RL) is skipped without splitting it into lines
+        if (b"grad_norm" not in view or (b"reward" not in view and b"score/mean" not in view)
+                or len(self.recs) >= _KEEP):
             return
         for i, line in enumerate(view.split(b"\n")):
             if b"grad_norm" not in line:
