@@ -165,6 +165,13 @@ def rl_grad_blowup(engine: Any = None) -> Any:
     return RlGradBlowupTracker(engine)
 
 
+def rl_length_cap(engine: Any = None) -> Any:
+    """RL records whose completions grew into the length cap while a reward fell (detect/rl_length_cap.py)."""
+    from llmtriage.detect.rl_length_cap import RlLengthCapTracker   # deferred: loads when a scan first asks for it
+
+    return RlLengthCapTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -182,5 +189,5 @@ class VerdictObserver:
 
 
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
-                                         rl_grad_blowup]
+                                         rl_grad_blowup, rl_length_cap]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""

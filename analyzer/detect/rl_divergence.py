@@ -50,13 +50,15 @@ def _threshold(spec: dict[str, Any], tail_kl: float, early: float) -> Optional[f
     return None
 
 
-def _num(m: Optional[re.Match]) -> Optional[float]:
+def finite_number(m: Optional[re.Match], group: int = 1) -> Optional[float]:
+    """The NUMBER captured by `group` of a match as a float; None without a match or for nan/inf."""
     if m is None:
         return None
     try:
-        return float(m.group(1))
+        v = float(m.group(group))
     except ValueError:
         return None
+    return v if math.isfinite(v) else None
 
 
 class RlKlTracker:
@@ -77,19 +79,19 @@ class RlKlTracker:
         for i, line in enumerate(view.split(b"\n")):
             trl = _TRL_KL.search(line)
             if trl is not None:
-                kl, reward, std = _num(trl), _num(_TRL_REWARD.search(line)), _num(_TRL_STD.search(line))
+                kl, reward, std = finite_number(trl), finite_number(_TRL_REWARD.search(line)), finite_number(_TRL_STD.search(line))
             else:
                 verl = _VERL_KL.search(line)
                 if verl is None:
                     continue
-                kl, reward, std = _num(verl), _num(_VERL_REWARD.search(line)), None
-            if kl is not None and math.isfinite(kl):
+                kl, reward, std = finite_number(verl), finite_number(_VERL_REWARD.search(line)), None
+            if kl is not None:
                 rec = (line_base + i, kl, reward, std)
                 self.count += 1
                 if len(self.head) < _KEEP:
                     self.head.append(rec)
                 self.tail.append(rec)
-                if reward is not None and math.isfinite(reward) and (self.peak is None or reward > self.peak):
+                if reward is not None and (self.peak is None or reward > self.peak):
                     self.peak = reward
 
     def finish(self, report: Any, findings: list[Finding]) -> None:
@@ -113,7 +115,7 @@ class RlKlTracker:
         if kl_min is None:
             return None
         stds = [r[3] for r in tail]
-        tail_rewards = [r[2] for r in tail if r[2] is not None and math.isfinite(r[2])]
+        tail_rewards = [r[2] for r in tail if r[2] is not None]
         same = all(s is not None and abs(s) <= float(spec["zero_std"]) for s in stds)
         peak = self.peak
         fell = (peak is not None and peak > 0 and len(tail_rewards) == tail_n

@@ -17,13 +17,12 @@ rules/detectors.yaml `rl_grad_blowup`. Only when no error finding is there alrea
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
-from llmtriage.detect.rl_divergence import NUMBER
+from llmtriage.detect.rl_divergence import NUMBER, finite_number
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 
@@ -33,16 +32,6 @@ _SEP = rb"""['"]?\s*[:=]\s*"""
 _GRAD = re.compile(rb"""(?<![\w.])(?:actor/|train/)?grad_norm""" + _SEP + NUMBER)
 _REWARD = re.compile(rb"""(?:critic/score/mean|rollout/raw_reward|(?<![\w/])avg_reward|(?<![\w/])reward_mean|"""
                      rb"""['"]reward)""" + _SEP + NUMBER)
-
-
-def _num(m: Optional[re.Match]) -> Optional[float]:
-    if m is None:
-        return None
-    try:
-        v = float(m.group(1))
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
 
 
 class RlGradBlowupTracker:
@@ -61,7 +50,7 @@ class RlGradBlowupTracker:
         for i, line in enumerate(view.split(b"\n")):
             if b"grad_norm" not in line:
                 continue
-            grad, reward = _num(_GRAD.search(line)), _num(_REWARD.search(line))
+            grad, reward = finite_number(_GRAD.search(line)), finite_number(_REWARD.search(line))
             if grad is None or reward is None:
                 continue
             self.recs.append((line_base + i, abs(grad), reward))

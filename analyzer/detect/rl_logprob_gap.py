@@ -14,12 +14,11 @@ Records: any line carrying one of the gap metrics (and optionally a reward). Thr
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
-from llmtriage.detect.rl_divergence import NUMBER
+from llmtriage.detect.rl_divergence import NUMBER, finite_number
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
@@ -31,14 +30,6 @@ _NUM = rb"""['"]?\s*[:=]?\s*""" + NUMBER
 # the metric names the frameworks print for the rollout-vs-trainer gap; the unit (log-prob or prob) picks the limit
 _GAP = re.compile(rb"""(train_rollout_logprob_abs_diff|rollout_probs_diff_mean)['"]?""" + _NUM)
 _REWARD = re.compile(rb"""(?:rollout/raw_reward|critic/score/mean|['"]reward['"])['"]?""" + _NUM)   # not eval/
-
-
-def _num(raw: bytes) -> Optional[float]:
-    try:
-        v = float(raw)
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
 
 
 class RlLogprobGapTracker:
@@ -57,11 +48,11 @@ class RlLogprobGapTracker:
             return
         for i, line in enumerate(view.split(b"\n")):
             r = _REWARD.search(line) if b"reward" in line or b"score/mean" in line else None
-            reward = _num(r.group(1)) if r is not None else None
+            reward = finite_number(r)
             if reward is not None and len(self.rewards) < _KEEP:
                 self.rewards.append(reward)
             m = _GAP.search(line) if gaps else None
-            gap = _num(m.group(2)) if m is not None else None
+            gap = finite_number(m, 2)
             if m is None or gap is None:
                 continue
             rec = (line_base + i, m.group(1), abs(gap))
