@@ -535,3 +535,14 @@ def test_a_backend_or_compiler_gated_on_a_gpu_arch_is_the_arch_family():
 def test_a_tokenizer_whose_chat_template_is_null_is_still_the_tokenizer_family():
     assert family_of("ValueError: `chat_template choice is tokenizer_default but tokenizer's chat_template is null. "
                      "Please add a chat_template in tokenizer config")[0] == "pad-token-missing"
+
+
+def test_an_operator_launch_step_naming_the_ai_core_is_no_hardware_word():
+    # "LaunchAicore failed" is a host-side launch step of one operator (its kernel lookup failed before
+    # anything reached the device); the AI Core as a word of its own still leans to a hardware fault
+    launch = "RuntimeError: call aclnnPromptFlashAttentionV3 failed, detail:EZ1001: PromptFlashAttention LaunchAicore failed."
+    for text in (launch, "RuntimeError: ArangeAiCore ADD_TO_LAUNCHER_LIST_AICORE failed."):
+        got = family_of(text)
+        assert got is None or got[0] != "gpu-hardware-fault", scores(text)[:3]
+    got = family_of("RuntimeError: The aicore execution is abnormal, aicore error on device 3")
+    assert got is not None and got[0] == "gpu-hardware-fault"
