@@ -165,6 +165,14 @@ def rl_grad_blowup(engine: Any = None) -> Any:
     return RlGradBlowupTracker(engine)
 
 
+def rl_rollout_garbage(engine: Any = None) -> Any:
+    """RL records whose rollouts all hit the length cap with ~0 reward from one step to the next
+    (detect/rl_rollout_garbage.py)."""
+    from llmtriage.detect.rl_rollout_garbage import RlRolloutGarbageTracker   # deferred: loads when first asked for
+
+    return RlRolloutGarbageTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -182,5 +190,5 @@ class VerdictObserver:
 
 
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
-                                         rl_grad_blowup]
+                                         rl_grad_blowup, rl_rollout_garbage]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""
