@@ -172,6 +172,14 @@ def rl_length_cap(engine: Any = None) -> Any:
     return RlLengthCapTracker(engine)
 
 
+def rl_rollout_garbage(engine: Any = None) -> Any:
+    """RL records whose rollouts all hit the length cap with ~0 reward from one step to the next
+    (detect/rl_rollout_garbage.py)."""
+    from llmtriage.detect.rl_rollout_garbage import RlRolloutGarbageTracker   # deferred: loads when first asked for
+
+    return RlRolloutGarbageTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -189,5 +197,6 @@ class VerdictObserver:
 
 
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
-                                         rl_grad_blowup, rl_length_cap]
+                                         rl_grad_blowup, rl_length_cap,
+                                         rl_rollout_garbage]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""
