@@ -196,7 +196,8 @@ class VerdictObserver:
                      getattr(scan.ruleset, "taxonomy", None), scan.engine)
 
 
+# (rl_rollout_garbage before rl_length_cap: a collapse from one record to the next is a broken weight sync; the
+# length-cap reading, which steps aside when an error is found already, is for completions that grew into the cap)
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
-                                         rl_grad_blowup, rl_length_cap,
-                                         rl_rollout_garbage]
+                                         rl_grad_blowup, rl_rollout_garbage, rl_length_cap]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""
