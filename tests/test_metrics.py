@@ -314,7 +314,8 @@ def test_detector_texts_are_complete():
     verdict_ids = {"rl_kl_diverged": "metric-rl-kl-diverged", "rl_logprob_gap": "metric-rl-rollout-logprob-gap", "rl_grad_blowup": "metric-rl-grad-norm-blowup", "rl_length_cap": "metric-rl-completions-hit-length-cap", "rl_rollout_garbage": "metric-rl-rollouts-garbage-after-sync", "collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
                    "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
                    "interrupted_save": "verdict-resumed-interrupted-save", "loss_above_uniform": "metric-loss-above-uniform",
-                   "world_shortfall": "verdict-world-smaller-than-requested"}
+                   "world_shortfall": "verdict-world-smaller-than-requested",
+                   "init_incomplete": "verdict-init-world-incomplete"}
     # interrupted_wait (detect/interrupted_wait): one entry per reading, each a complete text of its own
     nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm",
                                    "collective": "verdict-interrupted-in-collective",

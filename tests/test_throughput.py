@@ -532,3 +532,19 @@ def test_a_generation_bar_stopped_while_collapsing_is_an_error_and_a_finished_on
     done += "Processed prompts: 100%|██████████| 60/60 [00:20<00:00, 0.50it/s, est. speed input: 9.00 toks/s, output: 1.00 toks/s]\n"
     _, found = _run(done + "^C\nKeyboardInterrupt\n")      # finished before the stop: generation was not the slow part
     assert found == []
+
+
+def _rollout_bar(rate):
+    return "".join(f"[rollout {n} / 128]:  {100 * n // 128}%|#| {n}/128 [{n // 2:02d}:00<10:00, {rate + i / 100:.2f}s/it]\n"
+                   for i, n in enumerate(range(8, 72, 8)))
+
+
+def test_a_generation_phase_longer_than_a_step_is_no_generation_share():
+    """A finished generation bar's elapsed time (an eval sweep: 412 s) is a whole phase; compared with a bar's
+    per-iteration time (27.8 s/it) it would read as 'generation takes 100% of each step (412s of 27.8s)'. Generation
+    is part of a step, so a phase far longer than the step is not a share of it: no finding from it."""
+    sweep = "[generation sweep 1/1 | eval batch 4/4]: 100%|##########| 4/4 [06:52<00:00, 103.0s/it]\n"
+    assert _run(_rollout_bar(27.8) + sweep)[1] == []
+    # the same generation inside a step of 480 s/it is still the share it is
+    _, [a] = _run(_rollout_bar(480.0) + sweep)
+    assert a.numbers["gen_pct"] == "86"

@@ -486,6 +486,6 @@ class ThroughputTracker:
             g, s = _median(self.gen), _median([v for _, v in series.values()])
         else:
             return None
-        if s <= 0 or g / s < self.th.gen_share:
+        if s <= 0 or not self.th.gen_share <= g / s <= 1.5:   # (far longer than a step: a phase's total, not a step's share)
             return None
         return min(g / s, 1.0), g, s

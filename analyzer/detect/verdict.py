@@ -47,6 +47,7 @@ from llmtriage.detect.garbage_size import garbage_size_alone
 from llmtriage.detect.fallback_chain import fallback_failed
 from llmtriage.detect.dropped_request import request_never_answered
 from llmtriage.detect.hung import hung_until_killed
+from llmtriage.detect.init_incomplete import init_incomplete
 from llmtriage.detect.interrupted_wait import interrupted_wait, stopped_while_pinned
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
@@ -352,6 +353,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     _settled(findings, scanner, lang)
     _stalled(findings, scanner, status, lang)
     request_never_answered(findings, scanner, verdict_spec().get("dropped_request"), lang)
+    init_incomplete(findings, scanner, verdict_spec().get("init_incomplete"), lang)
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
     memory_at_limit(findings, scanner, report, verdict_spec().get("memory_at_limit"), lang)
     errors = [f for f in findings if f.severity == "error"]
