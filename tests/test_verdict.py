@@ -1372,3 +1372,21 @@ def test_a_bare_assertion_is_read_by_what_it_asserted(code, promoted, category):
     assert (top.rule_id == "tokenizer-seq-longer-than-max") is promoted and top.category == category
     if not promoted:
         assert top.captures["asserted"] == code and code in top.message
+
+
+@pytest.mark.parametrize("message, family", [
+    ("tensor([nan, nan, nan,  ..., nan], device='cuda:0')", "nan-loss"),   # only the value that failed the check
+    ("scales must be finite for layer 3", None),                            # a message of words speaks for itself
+])
+def test_an_assertion_that_only_dumps_a_value_is_read_by_its_expression(message, family):
+    """`assert torch.isfinite(out).all(), out` prints the tensor as its message: no words, so its
+    expression names the family (a NaN), and the long-input warning before it does not explain it."""
+    text = (_LONG_THEN.format(death="").rstrip("\n").rsplit("\n", 1)[0]
+            + f"\n    assert torch.isfinite(out).all(), out\nAssertionError: {message}\n")
+    findings = llmtriage.analyze(text).findings
+    top = findings[0]
+    if family:
+        assert top.rule_id == "unknown" and top.category == family and "isfinite(out)" in top.captures["asserted"]
+        assert not any(f.rule_id == "tokenizer-seq-longer-than-max" and f.severity == "error" for f in findings)
+    else:
+        assert "asserted" not in top.captures

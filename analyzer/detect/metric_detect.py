@@ -14,6 +14,7 @@ from llmtriage.detect.metric_leak import first_epoch_low
 from llmtriage.detect.metric_memorise import memorised
 from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metric_reward_spread import reward_flat
+from llmtriage.detect.metric_short import short_diverge, short_jump
 from llmtriage.detect.metric_zero import nan_hidden, rounded_zero
 from llmtriage.detect.metrics import MetricTracker, finite
 
@@ -37,7 +38,7 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "zero_rounded": "metric-loss-below-print-precision", "lr_floor": "metric-lr-floor-early",
             "lr_tiny": "metric-lr-too-small", "eval_perfect": "metric-eval-perfect-early",
             "eval_summary_frozen": "metric-eval-summary-frozen", "alloc_thrash": "metric-allocator-retries-growing",
-            "reward_flat": "metric-rl-rewards-no-spread"}
+            "reward_flat": "metric-rl-rewards-no-spread", "eval_gap": "metric-train-loss-far-below-eval"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
 PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_step": 64, "lr_zero_fp16": 63, "flat": 45,
@@ -47,7 +48,7 @@ PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_s
             "zero_unsup": 56, "zero_blown": 57, "xla_recompile": 20, "step_untimed": 20, "first_epoch_low": 32,
             "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "scaling": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32,
             "zero_perfect": 57, "zero_rounded": 45, "lr_floor": 46, "lr_tiny": 46, "eval_perfect": 32, "eval_summary_frozen": 46,
-            "alloc_thrash": 24, "reward_flat": 46}
+            "alloc_thrash": 24, "reward_flat": 46, "eval_gap": 32}
 
 
 def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
@@ -483,5 +484,6 @@ def detect(t: MetricTracker) -> list[Anomaly]:
         if ev is not None:
             out.append(Anomaly("eval_frozen", "no-grad", "error", ev["line"], ev["last_line"], ev["step"], ev["count"],
                                ev["numbers"]))
-    div = [] if any(a.severity == "error" for a in out) else (_diverge(t, fin) or _jump(t, fin))
+    div = [] if any(a.severity == "error" for a in out) else (_diverge(t, fin) or _jump(t, fin)
+                                                                 or short_diverge(t, fin) or short_jump(t, fin))
     return out + div + ([] if div else _spike(t))

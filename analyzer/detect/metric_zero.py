@@ -19,7 +19,8 @@ the policy equals the reference) are left alone.
 
 - after a normal level, with no gradual decline and no zero gradient: the NaN/inf filter (or an fp16
   overflow) turned the loss into 0: `nan-loss`; the level may be a single first record (>= fall_from)
-  when >= 2 x zero_min_records zeros follow it and no grad_norm is logged beside them;
+  when >= 2 x zero_min_records zeros follow it and no grad_norm is logged beside them, or FP16_BEFORE
+  records in a run configured fp16 with >= zero_min_records + 2 zeros after them;
 - from the very first record: no language-model loss starts at 0. In a run whose configuration says
   fp16 (flags, a GradScaler, "16-bits training: True") the loss overflowed from the first forward pass:
   `nan-loss`. Otherwise the loss averages over no token (every label -100: a cutoff that removes the
@@ -33,6 +34,7 @@ from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import MetricTracker, Record, finite
 
 MIN_BEFORE = 2          # records with a real loss before the zeros (with a gradient beside the zeros)
+FP16_BEFORE = 3         # records with a real loss before >= zero_min_records + 2 zeros in an fp16 run
 MIN_BEFORE_MASKED = 4   # ... before zeros whose gradient is 0 too (the stronger claim needs a curve)
 DROP_FROM = 0.1         # the last loss before zeros with zero gradient: a collapse would pass below this
 BLOWN_GRAD = 10.0       # zeros with zero gradient right after the grad_norm rose this many times its level ...
@@ -69,7 +71,9 @@ def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
     # (only with no grad_norm beside the zeros: one printed there is the stronger evidence, read by exact_zero)
     single = (many and len(before) == 1 and before[0].loss >= th.fall_from  # type: ignore[operator]
               and all(r.grad_norm is None for r in zeros))
-    if len(zeros) < th.zero_min_records or (len(before) < (2 if many else 4) and not single):
+    # fp16 on: an overflow to inf is what the filter prints as 0, so a flat level of FP16_BEFORE records will do
+    need = 2 if many else (FP16_BEFORE if t.fp16 and len(zeros) >= th.zero_min_records + 2 else 4)
+    if len(zeros) < th.zero_min_records or (len(before) < need and not single):
         return []
     med, prev = _median([r.loss for r in before[:-1]] or [before[0].loss]), before[-1].loss  # type: ignore[misc]
     if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]

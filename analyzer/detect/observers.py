@@ -80,6 +80,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
         from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
+        from llmtriage.detect.metric_gap import train_eval_gap   # deferred: as above
         from llmtriage.detect.metric_resume import resume_drop, resumed_low_start   # deferred: as above
         from llmtriage.detect.metric_eval_summary import eval_perfect_early, eval_summary_frozen   # deferred: as above
         from llmtriage.detect.throughput_starved import starved_gpus   # deferred: as above
@@ -105,6 +106,7 @@ class TrainingObserver:
         anomalies += guard_skips(self.metrics, anomalies)
         anomalies += validation_perfect(self.metrics, anomalies)
         anomalies += loss_creep(self.metrics, anomalies)
+        anomalies += train_eval_gap(self.metrics, anomalies)
         anomalies += resume_drop(self.metrics, self.resumes.lines, anomalies)
         anomalies += eval_summary_frozen(self.eval_summaries, self.metrics.records(), anomalies)
         anomalies += eval_perfect_early(self.eval_summaries, self.metrics.records(), anomalies)

@@ -100,10 +100,16 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
             _place(f, got, spec, lang, taxonomy)
 
 
+# an assertion's message that is only a value (`assert cond, tensor`): "tensor([nan, nan, ...])", "[3, 4]", "-1.5"
+VALUE_ONLY = re.compile(r"^(?:(?:tensor|array|Parameter containing)\b|[\[(]*\s*(?:[-+]?\d|nan\b|inf\b))")
+
+
 def asserted(exc: Optional[ExceptionInfo]) -> str:
-    """The expression a bare `AssertionError` (no message) asserted, read from its innermost frame's source
-    line ("assert torch.isnan(p).sum() == 0"): the only words such an error has; "" otherwise."""
-    if exc is None or exc.message or exc.type.rsplit(".", 1)[-1] != "AssertionError" or not exc.frames:
+    """The expression a bare `AssertionError` (no message, or a message that only dumps a value such as the
+    tensor that failed the check) asserted, read from its innermost frame's source line
+    ("assert torch.isnan(p).sum() == 0"): the only words such an error has; "" otherwise."""
+    if (exc is None or exc.type.rsplit(".", 1)[-1] != "AssertionError" or not exc.frames
+            or exc.message and not VALUE_ONLY.match(exc.message.strip())):
         return ""
     code = exc.frames[-1].code.strip()
     return code if code.startswith("assert ") else ""
