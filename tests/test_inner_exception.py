@@ -85,3 +85,11 @@ def test_v0_engine_process_death_yields_to_the_engine_exception():
     assert errs[0].rule_id == "unknown" and errs[0].captures["type"] == "ValueError"
     assert errs[0].line == 8
     assert all(f.line != 15 for f in errs)          # the front end's RuntimeError is not a second root cause
+
+
+def test_bare_engine_process_failed_to_start_also_yields():
+    """vLLM 0.5-0.6 printed the bare "Engine process failed to start" (no "See stack trace" pointer)."""
+    rep = llmtriage.analyze(V0_ENGINE.replace(". See stack trace for the root cause.", ""))
+    errs = [f for f in rep.findings if f.severity == "error"]
+    assert errs[0].rule_id == "unknown" and errs[0].captures["type"] == "ValueError"
+    assert all(f.line != 15 for f in errs)

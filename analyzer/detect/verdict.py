@@ -53,6 +53,7 @@ from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
 from llmtriage.detect.inner_exception import opaque_headline
+from llmtriage.detect.prelude_finish import run_end_seen
 from llmtriage.detect.yield_unknown import promote_covering, yield_unknown
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
@@ -423,8 +424,9 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     findings.sort(key=Finding.sort_key)
     bar_outlasts_timeout(findings, scanner, verdict_spec().get("bar_outlasts_timeout"))
+    seen = run_end_seen(scanner, status)
     for f in findings:
-        f.action, f.action_reason = action_for(f, scanner.seen, lang, rules_by_id, report.extra.get("phase"),
+        f.action, f.action_reason = action_for(f, seen, lang, rules_by_id, report.extra.get("phase"),
                                                report.extra.get("throughput"))
     root_f = next((f for f in findings if f.severity == "error"), None)
     if root_f is not None:
