@@ -61,7 +61,19 @@ def finite_number(m: Optional[re.Match], group: int = 1) -> Optional[float]:
     return v if math.isfinite(v) else None
 
 
-class RlKlTracker:
+class EndJudged:
+    """An RL tracker judged once at the end of the log: `finding` returns its finding or None."""
+
+    def finding(self, findings: list[Finding]) -> Optional[Finding]:
+        raise NotImplementedError
+
+    def finish(self, report: Any, findings: list[Finding]) -> None:
+        f = self.finding(findings)
+        if f is not None:
+            findings.append(f)
+
+
+class RlKlTracker(EndJudged):
     """Collects (line, kl, reward, reward_std) per RL record; judges the series at the end."""
 
     def __init__(self, engine: Any = None) -> None:
@@ -93,11 +105,6 @@ class RlKlTracker:
                 self.tail.append(rec)
                 if reward is not None and (self.peak is None or reward > self.peak):
                     self.peak = reward
-
-    def finish(self, report: Any, findings: list[Finding]) -> None:
-        f = self.finding(findings)
-        if f is not None:
-            findings.append(f)
 
     def finding(self, findings: list[Finding]) -> Optional[Finding]:
         spec = verdict_spec().get("rl_kl_diverged")

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
-from llmtriage.detect.rl_divergence import NUMBER, finite_number
+from llmtriage.detect.rl_divergence import NUMBER, EndJudged, finite_number
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 
@@ -34,7 +34,7 @@ _REWARD = re.compile(rb"""(?:critic/score/mean|rollout/raw_reward|(?<![\w/])avg_
                      rb"""['"]reward)""" + _SEP + NUMBER)
 
 
-class RlGradBlowupTracker:
+class RlGradBlowupTracker(EndJudged):
     """Collects (line, grad_norm, reward) per record carrying both; judges the series at the end."""
 
     def __init__(self, engine: Any = None) -> None:
@@ -56,11 +56,6 @@ class RlGradBlowupTracker:
             self.recs.append((line_base + i, abs(grad), reward))
             if len(self.recs) >= _KEEP:
                 return
-
-    def finish(self, report: Any, findings: list[Finding]) -> None:
-        f = self.finding(findings)
-        if f is not None:
-            findings.append(f)
 
     def _spike(self, spec: dict[str, Any]) -> Optional[tuple[int, float]]:
         """Index of the first exploding norm and the median norm before it, or None."""

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
-from llmtriage.detect.rl_divergence import NUMBER, finite_number
+from llmtriage.detect.rl_divergence import NUMBER, EndJudged, finite_number
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 
@@ -36,7 +36,7 @@ _REWARD = re.compile(rb"""(?<![\w/])['"]?(reward|critic/score/mean|rollout/raw_r
 _CAP = re.compile(rb"""(?:max_completion_length|max_response_length|rollout_max_response_len)['"]?\s*[:=]\s*([0-9]+)\b""")
 
 
-class RlLengthCapTracker:
+class RlLengthCapTracker(EndJudged):
     """Collects (line, mean length, clip ratio, rewards) per record carrying a completion length."""
 
     def __init__(self, engine: Any = None) -> None:
@@ -65,11 +65,6 @@ class RlLengthCapTracker:
             self.recs.append((line_base + i, n, finite_number(_CLIP.search(line)), rewards))
             if len(self.recs) >= _KEEP:
                 return
-
-    def finish(self, report: Any, findings: list[Finding]) -> None:
-        f = self.finding(findings)
-        if f is not None:
-            findings.append(f)
 
     def _fill(self, rec: tuple[int, float, Optional[float], dict[bytes, float]], spec: dict[str, Any]) -> Optional[float]:
         """How full the cap is, on the clip-ratio scale: the clip ratio, or the mean length's share of the cap

@@ -18,7 +18,7 @@ import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
-from llmtriage.detect.rl_divergence import NUMBER, finite_number
+from llmtriage.detect.rl_divergence import NUMBER, EndJudged, finite_number
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
@@ -32,7 +32,7 @@ _GAP = re.compile(rb"""(train_rollout_logprob_abs_diff|rollout_probs_diff_mean)[
 _REWARD = re.compile(rb"""(?:rollout/raw_reward|critic/score/mean|['"]reward['"])['"]?""" + _NUM)   # not eval/
 
 
-class RlLogprobGapTracker:
+class RlLogprobGapTracker(EndJudged):
     """Collects (line, metric, gap, reward) per record carrying a rollout/trainer gap; judges at the end."""
 
     def __init__(self, engine: Any = None) -> None:
@@ -60,11 +60,6 @@ class RlLogprobGapTracker:
             self.last = rec
             if len(self.recs) < _KEEP:
                 self.recs.append(rec)
-
-    def finish(self, report: Any, findings: list[Finding]) -> None:
-        f = self.finding(findings)
-        if f is not None:
-            findings.append(f)
 
     def finding(self, findings: list[Finding]) -> Optional[Finding]:
         spec = verdict_spec().get("rl_logprob_gap")

@@ -18,13 +18,12 @@ finding is there already.
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
-from llmtriage.detect.rl_divergence import NUMBER
+from llmtriage.detect.rl_divergence import NUMBER, EndJudged, finite_number
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 
@@ -40,17 +39,7 @@ _KL = re.compile(rb"""(?:(?<![\w/])|actor/|policy/)(?:kl|ppo_kl|kl_loss)""" + _S
 _GRAD = re.compile(rb"""(?<![\w.])(?:actor/|train/|policy/)?grad_norm""" + _SEP + NUMBER)
 
 
-def _num(m: Optional[re.Match]) -> Optional[float]:
-    if m is None:
-        return None
-    try:
-        v = float(m.group(1))
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
-
-
-class RlRolloutGarbageTracker:
+class RlRolloutGarbageTracker(EndJudged):
     """Collects (line, reward, capped share, kl, grad_norm) per record carrying a reward and a capped share."""
 
     def __init__(self, engine: Any = None) -> None:
@@ -65,17 +54,12 @@ class RlRolloutGarbageTracker:
         for i, line in enumerate(view.split(b"\n")):
             if not any(k in line for k in _CAP_KEYS):
                 continue
-            cap, reward = _num(_CAP.search(line)), _num(_REWARD.search(line))
+            cap, reward = finite_number(_CAP.search(line)), finite_number(_REWARD.search(line))
             if cap is None or reward is None or not 0.0 <= cap <= 1.0:
                 continue
-            self.recs.append((line_base + i, reward, cap, _num(_KL.search(line)), _num(_GRAD.search(line))))
+            self.recs.append((line_base + i, reward, cap, finite_number(_KL.search(line)), finite_number(_GRAD.search(line))))
             if len(self.recs) >= _KEEP:
                 return
-
-    def finish(self, report: Any, findings: list[Finding]) -> None:
-        f = self.finding(findings)
-        if f is not None:
-            findings.append(f)
 
     def _collapse(self, spec: dict[str, Any]) -> Optional[tuple[int, float]]:
         """Index of the first collapsed record and the median reward before it, or None."""
