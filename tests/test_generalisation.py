@@ -13,7 +13,9 @@ with a fixture's own rule removed, its siblings made the lead right more often: 
 session 22's new rules, whose wordings (ggml arch aborts, vLLM refit and MoE loader errors, torchtitan and Megatron
 resume states) mostly have no sibling or family to fall back on, and to 0.378 (489/1292) on 2026-12-05 after
 session 28's vendor-runtime rules (Neuron, Gaudi, XPU, Pallas, MPSGraph wordings no other rule or family
-shares). The floor sits below that; it catches a
+shares), and to 0.356 (538/1510: unknown 579, wrong category 304, no error 89) on 2026-12-06 after session 38's 25
+rules for single wordings (ExLlamaV2, candle, TensorRT SM support, UCX endpoints, ZeRO model_states completeness).
+The floor sits below that; it catches a
 change that takes the remaining judgement away (a family file emptied, the verdict's yielding lost),
 which drops the share towards 0.1.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = 0.36
+FLOOR = 0.34
 
 
 @pytest.mark.slow   # every problem fixture triaged again without its rule: ~2 minutes on 2 cores
