@@ -63,3 +63,11 @@ def test_no_finding_without_the_pattern():
 def test_an_error_already_found_wins():
     text = CONFIG + _trl(GROW, FALL) + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     assert not _hits(text)
+
+
+def test_a_long_run_is_judged_at_its_end():
+    # more records than the detector keeps from the start: the pinned records at the real end are still read
+    lengths = [400.0 + i % 7 for i in range(5990)] + [1024.0] * 10
+    rewards = [0.3 + 0.01 * (i % 5) for i in range(5990)] + [0.0] * 10
+    hits = _hits(CONFIG + _trl(lengths, rewards))
+    assert hits and hits[0].line == 5992

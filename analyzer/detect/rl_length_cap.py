@@ -18,6 +18,7 @@ rules/detectors.yaml `rl_length_cap`. Only when no error finding is there alread
 from __future__ import annotations
 
 import re
+from collections import deque
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import fmt, median
@@ -26,7 +27,7 @@ from llmtriage.detect.rl_divergence import NUMBER, EndJudged, finite_number
 from llmtriage.detect.spec import verdict_spec
 from llmtriage.findings import Finding
 
-_KEEP = 4096    # records kept (the first ones)
+_KEEP = 2048    # records kept at each end of the run (the first ones and the last ones)
 
 _SEP = rb"""['"]?\s*[:=]\s*"""
 _LEN = re.compile(rb"""(?<![\w/])['"]?(?:completion_length|completions/mean_length|response_length/mean)""" + _SEP + NUMBER)
@@ -41,7 +42,8 @@ class RlLengthCapTracker(EndJudged):
 
     def __init__(self, engine: Any = None) -> None:
         self.lang = getattr(engine, "lang", None)
-        self.recs: list[tuple[int, float, Optional[float], dict[bytes, float]]] = []
+        self.head: list[tuple[int, float, Optional[float], dict[bytes, float]]] = []
+        self.tail: deque[tuple[int, float, Optional[float], dict[bytes, float]]] = deque(maxlen=_KEEP)
         self.cap: Optional[int] = None
 
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
@@ -50,8 +52,8 @@ class RlLengthCapTracker(EndJudged):
             m = _CAP.search(view)
             if m is not None and int(m.group(1)) > 0:
                 self.cap = int(m.group(1))
-        if ((b"completion_length" not in view and b"completions/mean_length" not in view
-             and b"response_length/mean" not in view) or len(self.recs) >= _KEEP):
+        if (b"completion_length" not in view and b"completions/mean_length" not in view
+                and b"response_length/mean" not in view):
             return
         for i, line in enumerate(view.split(b"\n")):
             n = finite_number(_LEN.search(line)) if b"length" in line else None
@@ -62,9 +64,8 @@ class RlLengthCapTracker(EndJudged):
                 v = finite_number(m, 2)
                 if v is not None:
                     rewards.setdefault(m.group(1), v)
-            self.recs.append((line_base + i, n, finite_number(_CLIP.search(line)), rewards))
-            if len(self.recs) >= _KEEP:
-                return
+            rec = (line_base + i, n, finite_number(_CLIP.search(line)), rewards)
+            (self.head if len(self.head) < _KEEP else self.tail).append(rec)
 
     def _fill(self, rec: tuple[int, float, Optional[float], dict[bytes, float]], spec: dict[str, Any]) -> Optional[float]:
         """How full the cap is, on the clip-ratio scale: the clip ratio, or the mean length's share of the cap
@@ -77,7 +78,7 @@ class RlLengthCapTracker(EndJudged):
 
     def finding(self, findings: list[Finding]) -> Optional[Finding]:
         spec = verdict_spec().get("rl_length_cap")
-        recs = self.recs
+        recs = self.head + list(self.tail)
         if not spec or len(recs) < int(spec["min_records"]) or any(f.severity == "error" for f in findings):
             return None
         tail_n, q = int(spec["tail"]), max(2, len(recs) // 4)
