@@ -33,6 +33,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_resume import ResumeMarks   # deferred: as above
         from llmtriage.detect.metric_eval_summary import EvalSummaries   # deferred: as above
         from llmtriage.detect.alloc_retries import AllocRetries   # deferred: as above
+        from llmtriage.detect.bar_decay import BarRates   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -46,6 +47,7 @@ class TrainingObserver:
         self.resumes = ResumeMarks()
         self.eval_summaries = EvalSummaries()
         self.alloc_retries = AllocRetries()
+        self.bar_rates = BarRates()
         self._ends_nl = True
         from llmtriage.detect.head_cues import HeadCues   # deferred: as above
         self.head = HeadCues()
@@ -65,6 +67,7 @@ class TrainingObserver:
         self.resumes.feed(lines, line_base)
         self.eval_summaries.feed(lines, line_base)
         self.alloc_retries.feed(lines, line_base)
+        self.bar_rates.feed(lines, line_base)
         self.head.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -81,10 +84,12 @@ class TrainingObserver:
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
         from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
         from llmtriage.detect.metric_gap import train_eval_gap   # deferred: as above
+        from llmtriage.detect.metric_overfit import eval_rising   # deferred: as above
         from llmtriage.detect.metric_resume import resume_drop, resumed_low_start   # deferred: as above
         from llmtriage.detect.metric_eval_summary import eval_perfect_early, eval_summary_frozen   # deferred: as above
         from llmtriage.detect.throughput_starved import starved_gpus   # deferred: as above
         from llmtriage.detect.alloc_retries import alloc_thrash   # deferred: as above
+        from llmtriage.detect.bar_decay import bar_decay   # deferred: as above
         from llmtriage.detect.untrained import untrained_start   # deferred: as above
         from llmtriage.detect.loss_above_uniform import loss_above_uniform   # deferred: as above
         from llmtriage.detect.world_shortfall import world_shortfall   # deferred: as above
@@ -107,6 +112,7 @@ class TrainingObserver:
         anomalies += validation_perfect(self.metrics, anomalies)
         anomalies += loss_creep(self.metrics, anomalies)
         anomalies += train_eval_gap(self.metrics, anomalies)
+        anomalies += eval_rising(self.metrics, anomalies)
         anomalies += resume_drop(self.metrics, self.resumes.lines, anomalies)
         anomalies += eval_summary_frozen(self.eval_summaries, self.metrics.records(), anomalies)
         anomalies += eval_perfect_early(self.eval_summaries, self.metrics.records(), anomalies)
@@ -114,6 +120,7 @@ class TrainingObserver:
         anomalies += self.throughput.detect(recs[0].line if recs else None)
         anomalies += starved_gpus(self.throughput, self.metrics.records(), anomalies)
         anomalies += alloc_thrash(self.alloc_retries, anomalies)
+        anomalies += bar_decay(self.bar_rates, anomalies)
         anomalies += self.xla.detect()
         anomalies += self.breakdown.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
