@@ -15,6 +15,7 @@ from llmtriage.detect.metric_memorise import memorised
 from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metric_reward_spread import reward_flat
 from llmtriage.detect.metric_short import short_diverge, short_jump
+from llmtriage.detect.metric_skips import scaler_recovered
 from llmtriage.detect.metric_zero import nan_hidden, rounded_zero
 from llmtriage.detect.metrics import MetricTracker, finite
 
@@ -71,6 +72,8 @@ def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:
             and (sum(1 for x in recs if x.line > bad_grads[-1] and x.grad_norm is not None) >= 2 or recovered >= 2)):
         # only grad norms went non-finite, now and then, losses all finite: skipped steps (fp16 scaler)
         sev = "warning"
+    if not last_bad and scaler_recovered(t, recs):
+        sev = "warning"     # the fp16 scaler's overflowing steps, then finite to the end: survived
     lf = t.last_finite if t.last_finite is not None and t.last_finite.line < r.line else None
     return [Anomaly("nan", "nan-loss", sev, r.line, last.line, r.step, t.nonfinite, {
         "metric": which, "value": str(value), "at": r.at, "records": t.count,

@@ -5,6 +5,7 @@ loss at all) and the frameworks' OVERFLOW / "Skipping step" lines with the scale
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from llmtriage.engine.fastre import spans
@@ -90,3 +91,20 @@ def scan_overflows(self: Any, lines: bytes, view: bytes, line_base: int) -> None
             if v is not None:
                 self.last_scale = v
                 self.min_scale = v if self.min_scale is None else min(self.min_scale, v)
+
+
+RECOVERED_AFTER = 8     # finite records after the last non-finite one: the fp16 scaler's overflows passed
+
+
+def scaler_recovered(t: Any, recs: list[Any]) -> bool:
+    """Non-finite records that were the fp16 loss scaler's overflowing steps, survived: the log prints the
+    scaler's overflow lines, and the last non-finite record is followed by >= RECOVERED_AFTER records, every
+    one with a finite loss, up to the end (fairseq's `train_inner` average over an interval that held a skipped
+    step reads inf; the epochs after it train normally). A run that stays NaN, or goes on NaN now and then to
+    the end, is not this."""
+    if not t.overflows:
+        return False
+    bad = [i for i, r in enumerate(recs) if (r.loss is not None and not math.isfinite(r.loss))
+           or (r.grad_norm is not None and not math.isfinite(r.grad_norm))]
+    after = recs[bad[-1] + 1:] if bad else []
+    return len(after) >= RECOVERED_AFTER and all(r.loss is not None and math.isfinite(r.loss) for r in after)

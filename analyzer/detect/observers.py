@@ -93,11 +93,13 @@ class TrainingObserver:
         from llmtriage.detect.untrained import untrained_start   # deferred: as above
         from llmtriage.detect.loss_above_uniform import loss_above_uniform   # deferred: as above
         from llmtriage.detect.world_shortfall import world_shortfall   # deferred: as above
+        from llmtriage.detect.metric_epoch_base import ordinal_epochs   # deferred: as above
 
         # deferred line numbers of the last block: the line after it
         end = report.lines + (1 if self._ends_nl else 0)
         self.metrics.flush(end)
         self.phase.flush(end)
+        ordinal_epochs(self.metrics.records())     # 1-based epoch labels read as epochs completed
         anomalies = detect(self.metrics)
         resumed_low_start(self.resumes.lines, anomalies)
         exact_flat(self.metrics, anomalies)

@@ -14,9 +14,11 @@
                     average; a line repeated per rank for the same iteration counts once), mmcv's `time: 0.430,
                     data_time: 0.006` (mmengine's without the comma), TensorFlow's tutorial trainers `(71.1 examples/sec;
                     3.600 sec/batch)`, Keras `938/938 [====] - 5s 5ms/step`, an interval's time `time/1000 steps: 104.1s`
-                    (its mean step), a loop's own
+                    (its mean step), pix2pix/CycleGAN's `(epoch: 3, iters: 400, time: 0.125, data: 0.003)` (compute
+                    time per image), py-faster-rcnn's `speed: 0.412s / iter` (its timer's average so far), a loop's own
                     per-step timer field `step_time 1.187s` / `iter_time=212ms` / `batch_time: 0.4s`; and per-epoch wall times
-                    (`End of epoch 29 / 200 \t Time Taken: 890 sec`, pix2pix/CycleGAN), a separate source whose
+                    (`End of epoch 29 / 200 \t Time Taken: 890 sec`, pix2pix/CycleGAN; CycleGAN-VC's `Time Elapsed for This
+                    Epoch: 00:02:11`, a loop's `Epoch 12 took 131.4 seconds`), a separate source whose
                     samples are epochs: with a fixed epoch size a longer epoch is slower steps.
                     A report interval's wall time (pythia/mmf `iter: 300 train_loss: 2.7410 ... time(s): 282.1 s`, the
                     seconds since the last report: a fixed number of iterations, so its rise is the step time's), and
@@ -42,11 +44,14 @@ _DECODE = re.compile(rb"""(?:([0-9.]+) tokens per second\)|eval rate: +([0-9.]+)
 
 
 LOOP_SRC = (rb"\bTime +[0-9.]+ +\( *[0-9.]+\)|[\s,]time: [0-9.]+,?\s+data_time: |[0-9](?:ms|us|s)/step\b|Time Taken: [0-9]|time/[0-9]+ ?steps: [0-9]"
-            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|Train throughput/samples_per_sec: [0-9]|\btime\(s\): [0-9]|\bms/batch +[0-9]")
+            rb"|; [0-9.]+ sec/batch\)|\b(?:step|iter|batch)_time[ :=]+[0-9.]+ ?m?s\b|Train throughput/samples_per_sec: [0-9]|\btime\(s\): [0-9]|\bms/batch +[0-9]"
+            rb"|iters: [0-9]+, time: [0-9]|Time Elapsed for This Epoch: [0-9]|speed: [0-9.]+s / iter|[Ee]poch [0-9]+ took [0-9]")
 _LOOP = re.compile(rb"\bTime +([0-9.]+) +\( *[0-9.]+\)|[\s,]time: ([0-9.]+),?\s+data_time: |\b([0-9.]+)(ms|us|s)/step\b"
                    rb"|Time Taken: ([0-9.]+) ?s(?:ec)?\b|time/([0-9]+) ?steps: ([0-9.]+) ?s\b|; ([0-9.]+) sec/batch\)"
                    rb"|\b(?:step|iter|batch)_time[ :=]+([0-9.]+) ?(ms|s)\b|Train throughput/samples_per_sec: ([0-9.]+)"
-                   rb"|\biter(?:ation)?:? +[0-9]+\b[^\n]*?\btime\(s\): ([0-9.]+) ?s\b|\bms/batch +([0-9.]+)")
+                   rb"|\biter(?:ation)?:? +[0-9]+\b[^\n]*?\btime\(s\): ([0-9.]+) ?s\b|\bms/batch +([0-9.]+)"
+                   rb"|\(epoch: [0-9]+, iters: [0-9]+, time: ([0-9.]+), data: [0-9.]+\)|Time Elapsed for This Epoch: ([0-9]+:[0-9]{2}:[0-9]{2})\b"
+                   rb"|\bspeed: ([0-9.]+)s / iter\b|\b[Ee]poch [0-9]+ took ([0-9.]+) ?s(?:ec(?:ond)?s?)?\b")
 _ITER = re.compile(rb"\[ *([0-9]+)\]\[ *([0-9]+)/[0-9]+\]")
 _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
 
@@ -80,6 +85,15 @@ def loop_step_time(seg: bytes) -> Optional[tuple[str, float, Optional[bytes]]]:
         return "loop", float(m.group(12)), None
     if m.group(13) is not None:     # PyTorch's example loops: "| step    100 | lr 0.10000 | ms/batch 3637.69 | train loss"
         return "loop", float(m.group(13)) * 1e-3, None
+    if m.group(14) is not None:     # pytorch-CycleGAN-and-pix2pix: "(epoch: 3, iters: 400, time: 0.125, data: 0.003)"
+        return "loop", float(m.group(14)), None
+    if m.group(15) is not None:     # an epoch's wall clock: "Time Elapsed for This Epoch: 00:02:11" (CycleGAN-VC)
+        sec = secs(m.group(15))
+        return ("epoch", sec, None) if sec else None
+    if m.group(16) is not None:     # py-faster-rcnn / Faster-RCNN_TF: "speed: 0.412s / iter" (the timer's average so far)
+        return "loop", float(m.group(16)), None
+    if m.group(17) is not None:     # an epoch's wall time: "Epoch 12 took 131.4 seconds"
+        return "epoch", float(m.group(17)), None
     it = _ITER.search(seg, 0, m.start())
     key = it.group(1) + b":" + it.group(2) if it else None
     if m.group(3) is not None:
