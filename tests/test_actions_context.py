@@ -176,3 +176,40 @@ def test_a_registry_name_that_never_resolved_is_fixed_not_retried():
     assert action(dns.replace("i/o timeout", "no such host"))[0] == "fix"
     eof = "pulling 8934d96d3f08...  45% ▕████        ▏ 1.7 GB/3.8 GB\nError: max retries exceeded: unexpected EOF\n"
     assert action(eof)[0] == "retry"
+
+
+STALE = "[rank3]: OSError: [Errno 116] Stale file handle\n"
+
+
+def test_a_stale_handle_in_a_kernel_compile_cache_is_fix():
+    # several nodes compiling Triton kernels into one cache directory on a shared mount race there on every cold start
+    frame = ('[rank3]:   File "/opt/app-root/lib64/python3.12/site-packages/triton/runtime/cache.py", line 70, '
+             "in get_group\n")
+    act, reason = action("[rank3]: Traceback (most recent call last):\n" + frame + STALE)
+    assert act == "fix" and "TRITON_CACHE_DIR" in reason
+    # a linker failing in a JIT extension build directory named by its cache variable
+    jit = ("building batch_prefill in /shared/home/u/.cache/tvm-ffi (TVM_FFI_CACHE_DIR)\n"
+           "/usr/bin/ld: final link failed: Stale file handle\ncollect2: error: ld returned 1 exit status\n")
+    rep = llmtriage.analyze(jit)
+    assert rep.findings[0].category == "filesystem-error" and rep.extra["action"] == "fix"
+
+
+def test_a_stale_handle_outside_any_cache_stays_transient():
+    frame = '  File "/usr/lib/python3/dist-packages/torch/serialization.py", line 652, in save\n'
+    assert action("Traceback (most recent call last):\n" + frame + STALE)[0] == "retry"
+
+
+GID_GONE = ("gpu-node-17:1184:1312 [3] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_modify_qp failed with error Invalid "
+            "argument, on dev mlx5_3:1, curr state INIT, next state RTR, local GID index 3, local GID ::, "
+            "remote GID ::ffff:10.20.3.35\n")
+
+
+def test_a_roce_gid_that_vanished_after_progress_is_replace_node():
+    steps = "".join(f" iteration {i:>8}/  250000 | lm loss: 2.11E+00 |\n" for i in range(41200, 41240, 10))
+    act, reason = action(steps + GID_GONE)
+    assert act == "replace-node" and "GID" in reason
+
+
+def test_an_empty_gid_before_any_progress_is_the_configuration():
+    # the same wording at start-up: the configured index is wrong on every node, a rerun fails the same way
+    assert action(GID_GONE)[0] == "fix"

@@ -120,3 +120,15 @@ def test_pod_still_crash_looping_is_no_new_attempt() -> None:
             "optimizer-worker-0   0/1     CrashLoopBackOff   4          2m44s\n")
     rep = llmtriage.analyze(HOST_NOT_FOUND + pods + HOST_NOT_FOUND)
     assert [f.rule_id for f in _errors(rep)] == ["c10d-store-connect-failed"]
+
+
+def test_a_storage_error_the_library_continued_without_is_survived() -> None:
+    # huggingface_hub cannot chmod a download on a read-only root filesystem, says it continues, and the server serves
+    warn = ("Could not set the permissions on the file '/data/.cache/huggingface/download/a1.incomplete'. "
+            "Error: [Errno 30] Read-only file system: '/tmp_6b3f'.\nContinuing without setting permissions.\n")
+    served = ''.join(f'INFO:     10.244.1.17:4011{i} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n' for i in range(3))
+    rep = llmtriage.analyze(warn * 3 + "Fetching 14 files: 100%|██████████| 14/14 [01:52<00:00,  8.04s/it]\n" + served)
+    assert not [f for f in rep.findings if f.severity == "error"]
+    # without the library's word that it went on, the same error stays the failure
+    rep = llmtriage.analyze(warn.split("\n")[0] + "\n")
+    assert rep.findings[0].category == "filesystem-error" and rep.findings[0].severity == "error"
