@@ -70,3 +70,24 @@ def test_a_metadata_lookup_by_the_old_name_while_a_renamed_variant_is_installed(
     # another package that merely starts with the name is no variant; nothing installed stays missing
     assert _top("Successfully installed flashinfer-bench-0.1.0\n" + err)[0].category == "missing-dependency"
     assert _top(err)[0].category == "missing-dependency"
+
+
+FLOOR = ("ImportError: Using the `Trainer` with `PyTorch` requires `accelerate>=0.20.1`: Please run "
+         "`pip install transformers[torch]` or `pip install accelerate -U`\n")
+
+
+def test_a_version_floor_of_a_package_a_pip_list_row_or_a_pin_shows_installed():
+    for shown in ("accelerate                0.15.0\n",                     # pip list
+                  "accelerate                0.15.0             pypi_0    pypi\n",   # conda list
+                  "versions: transformers==4.36.2 accelerate==0.15.0\n"):      # a banner / pip freeze pin
+        top, _ = _top(shown + FLOOR)
+        assert top.rule_id == "library-requires-backend" and top.category == "dependency-mismatch", shown
+        assert "older than that floor" in top.judgement["reason"] and "accelerate>=0.20.1" in top.judgement["reason"]
+    # nothing shows it installed: the requirement reads as a missing package
+    assert _top(FLOOR)[0].category == "missing-dependency"
+
+
+def test_a_pin_on_a_line_that_names_what_is_wanted_is_no_sign():
+    for wanted in ("$ pip install accelerate==0.15.0\n", "Collecting accelerate==0.15.0\n",
+                   "ERROR: No matching distribution found for accelerate==0.15.0\n"):
+        assert _top(wanted + FLOOR)[0].category == "missing-dependency", wanted

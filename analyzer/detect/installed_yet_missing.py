@@ -24,6 +24,10 @@ from llmtriage.findings import ExceptionInfo, Finding
 _VERSION = re.compile(r"^\s*v?\d+\.\d+")
 _FRAME_PKG = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z]\w*)[/\\]")
 _VERSIONED = re.compile(r"-\d[\w.+!-]*$")
+# a pin or a list row on a line that names what is wanted (a pip command, a requirement, a resolver
+# complaint), not what is installed
+_WANTED_LINE = re.compile(r"(?i)install|requirement|requires|required|satisf|could not find|no matching|conflict|depend|collect|download|build|error|fail")
+_SPECIFIER = re.compile(r"[<>=!~\[;(]")
 
 
 def norm(name: str) -> str:
@@ -42,6 +46,8 @@ def _installed_names(hit: tuple[int, str, str], scanner: Scanner, rx: Any) -> se
         elif "imp" in g:
             if _VERSION.match(scanner.line_text(line + 1)):     # the command printed a version: it imported
                 names.add(norm(g["imp"]))
+        elif ("pin" in g or "row" in g) and _WANTED_LINE.search(text):
+            continue
         else:
             names.update(norm(v.split("==")[0]) for v in g.values())
     return names
@@ -67,7 +73,8 @@ def installed_yet_missing(findings: list[Finding], exceptions: list[ExceptionInf
             continue
         if how.get("submodule") and f"{pkg}." not in f.evidence:
             continue        # (only a submodule the installed package lacks: the package itself may be another env's)
-        wanted = {norm(p) for p in re.split(r"[,\s]+", pkg) if p}
+        # ("accelerate>=0.20.1": the package a version floor names)
+        wanted = {norm(_SPECIFIER.split(p)[0]) for p in re.split(r"[,\s]+", pkg) if _SPECIFIER.split(p)[0]}
         # before the error any sign counts; after it only pip's "already satisfied" (an install that
         # succeeds after the error means the package was missing then)
         shown = [(h[0], names) for h, names in named if h[0] < f.line or "already satisfied" in h[2]]
@@ -82,6 +89,8 @@ def installed_yet_missing(findings: list[Finding], exceptions: list[ExceptionInf
                 dist = ", ".join(sorted(alias.values()))
                 wanted = set(alias.values())
                 reason = spec.get("variant_reason", reason)
+        if wanted and wanted <= installed and spec.get("floor_reason") and _SPECIFIER.search(pkg) and not dist:
+            reason, dist = spec["floor_reason"], ", ".join(sorted(_SPECIFIER.split(p)[0] for p in re.split(r"[,\s]+", pkg) if p))
         if wanted and wanted <= installed:
             line = min((ln for ln, names in shown if names & wanted), default=f.line)
             f.judgement = {"context": "installed-yet-missing", "severity_was": f.severity, "category_was": f.category,
