@@ -50,6 +50,7 @@ class Marker:
     # error reported by two hosts is a fabric-wide flap, by one host that node's link); with a `key` group, counted
     # per value of that group (ranks that timed out at one sequence number in different collectives)
     distinct: Optional[tuple[str, int, Optional[str]]] = None
+    from_match: bool = False   # the hit's kept text starts where the regex matched, not at the line's start
 
     @property
     def regex(self) -> Any:
@@ -67,7 +68,7 @@ def markers() -> tuple[Marker, ...]:
     return tuple(Marker(m["name"], m["kind"], tuple(lit.encode() for lit in m["literals"]), m["regex"].encode(),
                         int(m.get("tail", 0)),
                         (m["distinct"]["group"], int(m["distinct"]["min"]), m["distinct"].get("key"))
-                        if m.get("distinct") else None)
+                        if m.get("distinct") else None, bool(m.get("from_match")))
                  for m in verdict_spec()["markers"])
 
 
@@ -209,7 +210,7 @@ class Scanner:
                     changed = True
                     break
                 kept = self.hits.setdefault(m.kind, [])
-                kept.append((line_base + lines.count(b"\n", 0, a), m.name, _text(view[a:b])))
+                kept.append((line_base + lines.count(b"\n", 0, a), m.name, _text(view[hit.start() if m.from_match else a:b])))
                 if len(kept) > 2 * MAX_HITS:
                     del kept[:-MAX_HITS]
                 found += 1

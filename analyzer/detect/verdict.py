@@ -53,6 +53,10 @@ from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
 from llmtriage.detect.inner_exception import opaque_headline
+from llmtriage.detect.producer_died import producer_thread_exception
+from llmtriage.detect.rerun import earlier_run, last_rerun
+from llmtriage.detect.hccl_roster import name_missing_ranks
+from llmtriage.detect.input_growth import input_grew_before_oom
 from llmtriage.detect.prelude_finish import run_end_seen
 from llmtriage.detect.yield_unknown import promote_covering, yield_unknown
 
@@ -107,9 +111,12 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
                    and not _resumed_after(d[0], scanner)
                    and not _handled(d[0], scanner, last_death) and d[0] not in again
                    and not (d[1] == "exception" and (echo_handled(d[0], scanner) or handled_before(d[0], scanner, spec, last_death))))
+    rerun = last_rerun(scanner, alive)     # the command typed again after its run died: that run is history
+    if rerun:
+        alive = [d for d in alive if d[0] > rerun]
     if alive:
         line, name, text = alive[0]
-        return "crashed", {"line": line, "name": name, "evidence": text}
+        return "crashed", {"line": line, "name": name, "evidence": text, **({"rerun": rerun} if rerun else {})}
     # a finish followed by a new run that made progress ended an earlier run of the log, not the log
     if last_finish and not last_finish < scanner.last("start") < scanner.last_progress:
         line, name, text = max(scanner.finishes())
@@ -341,6 +348,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings.
     `engine`: its active rules are the nearest-failure index (detect/nearest.py)."""
     status, evidence = status_of(scanner, exceptions, exc, report.lines)
+    rerun = evidence.pop("rerun", 0) if evidence else 0
     report.extra["status"] = status
     report.extra["death"] = evidence if status == "crashed" else None
     wrapped_message(findings, [*exceptions, *([exc] if exc is not None else [])], scanner, engine, rules_by_id,
@@ -361,8 +369,9 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     judged_here = exc is not None and any(f.line == exc.line and f.judgement for f in findings)
     if exc is not None and not errors and not judged_here:     # a rule judged that very line: no second opinion
         # a headline that only points at the stack trace above: the unrecognised exception it points at
-        head = (_cause_before(exc, exceptions, findings, int(verdict_spec()["unknown"]["symptom_lookback"]))
-                if opaque_headline(exc) else None) or exc
+        lookback = int(verdict_spec()["unknown"]["symptom_lookback"])
+        head = (_cause_before(exc, exceptions, findings, lookback) if opaque_headline(exc) else None) or (
+            producer_thread_exception(exc, exceptions, lookback)) or exc
         u = unknown_finding(head, lang)
         if u.severity == "error" and status != "crashed" and (status == "finished" or   # (after it: teardown)
                 _survived(exc.line, scanner) or _raised_again(exc, exceptions, scanner) or exc.thread):
@@ -400,6 +409,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                 and all(f.role == "symptom" for f in findings if f.severity == "error"))):
         findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
+    if rerun and evidence is not None:
+        earlier_run(findings, rerun, evidence["line"], lang)
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
     oom_on_held_gpu(findings, verdict_spec().get("oom_on_held_gpu"), lang)
@@ -422,6 +433,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     category_beside(findings, verdict_spec().get("category_beside"), lang)
     installed_yet_missing(findings, exceptions, scanner, verdict_spec().get("installed_yet_missing"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
+    name_missing_ranks(findings, scanner, verdict_spec().get("hccl_roster"), lang)
+    input_grew_before_oom(findings, scanner, verdict_spec().get("input_growth"), lang)
     findings.sort(key=Finding.sort_key)
     bar_outlasts_timeout(findings, scanner, verdict_spec().get("bar_outlasts_timeout"))
     seen = run_end_seen(scanner, status)

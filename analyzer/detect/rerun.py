@@ -1,0 +1,62 @@
+"""A log holding two runs of one command (layer 3, data in rules/verdict.yaml `rerun`).
+
+Users paste a terminal session: the command, its traceback, a fix at the shell prompt (`pip install
+transformers==4.37.0`), then the same command again and its new error. Each `rerun` marker is a shell
+prompt with the command typed after it; a command typed again after a death of its earlier run starts a
+new run, and when that run dies too, the earlier death is history: the error the user faces now is the
+last run's. The verdict then leaves the earlier deaths out of the status and turns the earlier run's
+error findings into warnings (context `earlier-run`).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from llmtriage.findings import Finding
+from llmtriage.detect.scanner import Scanner
+from llmtriage.detect.spec import compiled, tr, verdict_spec
+
+
+def _key(command: str) -> Optional[str]:
+    """The program and what it runs (`python infer.py`, `python -m pkg.cli`, `llamafactory-cli train`), after
+    any leading `VAR=value` assignments."""
+    parts = [p for p in command.split()]
+    while parts and "=" in parts[0] and not parts[0].startswith("-"):
+        parts.pop(0)
+    if not parts:
+        return None
+    if len(parts) > 2 and parts[1].startswith("-"):      # `python -m pkg`, `python -u train.py`
+        return " ".join(parts[:3])
+    return " ".join(parts[:2])
+
+
+def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
+    """The line of the last command typed again after a death of its earlier run, with a death after it
+    (0: none). `deaths`: (line, name, text) of the deaths the status weighs."""
+    spec = verdict_spec().get("rerun")
+    if not spec or not deaths:
+        return 0
+    skip = compiled(spec["not_programs"])
+    first_seen: dict[str, int] = {}
+    best = 0
+    for line, _, text in sorted(scanner.hits.get("rerun", ())):
+        hit = compiled(spec["command"]).search(text)
+        cmd = (hit.group("cmd") if hit else "").strip()
+        key = _key(cmd)
+        if key is None or skip.search(key):
+            continue
+        earlier = first_seen.setdefault(key, line)
+        if earlier < line and any(earlier < d[0] < line for d in deaths) and any(d[0] > line for d in deaths):
+            best = line
+    return best
+
+
+def earlier_run(findings: list[Finding], rerun: int, death_line: int, lang: Optional[str]) -> None:
+    """Error findings of the runs before `rerun` (the last run died at `death_line`) become warnings."""
+    if not rerun or death_line <= rerun:
+        return
+    reason = verdict_spec()["rerun"]["reason"]
+    for f in findings:
+        if f.severity == "error" and (f.last_line or f.line) < rerun and not f.rule_id.startswith("metric-"):
+            f.severity = "warning"
+            f.judgement = {"context": "earlier-run", "severity_was": "error",
+                           "reason": tr(reason, lang, line=rerun, death=death_line)}
