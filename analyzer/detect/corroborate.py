@@ -7,6 +7,7 @@ stated reason (`Finding.judgement`), and the metric finding stays beside it as a
 """
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from llmtriage.detect.spec import tr, verdict_spec
@@ -58,3 +59,25 @@ def explain_metric(findings: list[Finding], lang: Optional[str]) -> None:
         metric.judgement = {"context": "explained", "severity_was": "error",
                             "reason": tr(entry["explained"], lang, title=sig.title, line=sig.line)}
         metric.severity = "warning"
+
+
+def metric_outranks_warning(findings: list[Finding], status: str, lang: Optional[str]) -> None:
+    """A signature error whose own line says it is only a warning ("warning: The size of tensor a ... must
+    match ...": a caught exception the script printed and trained on past), in a run that did not die, beside a
+    metric error that holds from the run's first record (rules/verdict.yaml `metric_outranks_warning`): the
+    warning did not stop the run, the whole-run metric failure is what the run shows. The metric finding leads;
+    the signature stays beside it as a warning."""
+    spec = verdict_spec().get("metric_outranks_warning")
+    if not spec or status == "crashed":
+        return
+    metric = next((f for f in findings if f.rule_id in spec["metrics"] and f.severity == "error"), None)
+    if metric is None:
+        return
+    said = re.compile(spec["warning_line"])
+    for f in findings:
+        if (f is metric or f.severity != "error" or f.role != "cause" or f.rule_id.startswith("metric-")
+                or f.rule_id == "unknown" or f.judgement is not None or not said.search(f.evidence or "")):
+            continue
+        f.judgement = {"context": "outranked-by-metric", "severity_was": "error",
+                       "reason": tr(spec["reason"], lang, title=metric.title, line=metric.line)}
+        f.severity = "warning"

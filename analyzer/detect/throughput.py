@@ -38,6 +38,7 @@ from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
 from llmtriage.detect.notebook_bar import notebook_sample
+from llmtriage.detect.throughput_serving import ServeSeries
 from llmtriage.detect.throughput_util import new_snapshot, periodic, search_unprefixed, underused, util_bound
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
@@ -128,6 +129,7 @@ class ThroughputTracker:
         self.gen_open = False
         self.decode: deque[tuple[float, int]] = deque(maxlen=TAIL)   # (tokens/s, running requests), decode only
         self.decode_lines = (0, 0)         # the first and the last line a decode rate was read from
+        self.serve = ServeSeries()         # a server's periodic metrics: rate, running, queued, KV cache (stalls)
         self.last_entry_line = 0
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
         self._snap_line = -10
@@ -203,7 +205,7 @@ class ThroughputTracker:
     def _line(self, P: dict[str, Any], seg: bytes, key: bytes, line: int) -> None:
         self.last_entry_line = line
         if key.startswith(b"enforce"):
-            self.eager = self.eager or _EAGER.search(seg) is not None
+            self.eager = self.eager or (_EAGER.search(seg) is not None and b"eager mode, set" not in seg)   # (vLLM's hint)
             return
         if key.endswith(b"heckpoint"):
             if len(self.saves) < 4096:
@@ -286,6 +288,7 @@ class ThroughputTracker:
         m = P["vllm"].search(seg)
         if m:
             prompt, gen, running = float(m.group(1)), float(m.group(2)), int(m.group(3))
+            self.serve.add_vllm(seg, line, gen, running)
             if running and prompt == 0:
                 self.decode.append((gen / running, running))
                 self.decode_lines = (self.decode_lines[0] or line, line)
@@ -304,6 +307,7 @@ class ThroughputTracker:
         m = P["sgl"].search(seg)
         if m:
             running, gen = int(m.group(1)), float(m.group(2))
+            self.serve.add_sglang(seg, line, gen, running)
             if running:
                 self.decode.append((gen / running, running))
                 self.decode_lines = (self.decode_lines[0] or line, line)
@@ -449,6 +453,9 @@ class ThroughputTracker:
             if "decode" in nums or "drop" in nums:     # the decode lines are the evidence
                 first_line = first_line or self.decode_lines[0]
                 last_line = max(last_line, self.decode_lines[1])
+        if st := self.serve.detect():      # a server stalled or collapsed with requests waiting
+            nums.update(st[0])
+            first_line, last_line, strong = first_line or st[1], max(last_line, st[2]), strong or st[3]
         if not nums:
             return []
         if self.eager:

@@ -10,6 +10,7 @@ from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.inner_exception import inner_exception, inner_type
 from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
+from llmtriage.detect.startup_warning import startup_warning_shape
 from llmtriage.engine.logparse import is_benign
 from llmtriage.engine.redact import clip
 from llmtriage.findings import ExceptionInfo, Finding
@@ -89,6 +90,8 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         if got is not None and got[0] in barred:
             got = None
         capture = capture_shape(scanner, f.line, f.evidence) if got is None else []
+        # (or after a start-up warning that the GPU lacks a capability, when it says something is unsupported)
+        capture = capture or (startup_warning_shape(scanner, f.line, f.evidence) if got is None else [])
         if capture:   # nothing in its words or shape: when it was raised (while CUDA graphs were captured)
             shapes = shapes + capture
             got = family_of(own + "\n" + context, shapes=shapes)

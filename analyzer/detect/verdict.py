@@ -32,7 +32,7 @@ from llmtriage.detect.consequence import crash_after_cause, death_after_warning_
 from llmtriage.detect.held_gpu import oom_on_held_gpu
 from llmtriage.detect.escalation import kill_after_term
 from llmtriage.detect.inner_error import wrapper_yields_to_inner
-from llmtriage.detect.corroborate import corroborate, explain_metric
+from llmtriage.detect.corroborate import corroborate, explain_metric, metric_outranks_warning
 from llmtriage.detect.echo import echo_handled
 from llmtriage.detect.exit_crash import exit_after_completion, retried_until_through, went_on_past
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
@@ -359,6 +359,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                     rules_by_id)
     corroborate(findings, lang)
     explain_metric(findings, lang)
+    metric_outranks_warning(findings, status, lang)
     _settled(findings, scanner, lang)
     _stalled(findings, scanner, status, lang)
     request_never_answered(findings, scanner, verdict_spec().get("dropped_request"), lang)
