@@ -213,3 +213,35 @@ def test_a_roce_gid_that_vanished_after_progress_is_replace_node():
 def test_an_empty_gid_before_any_progress_is_the_configuration():
     # the same wording at start-up: the configured index is wrong on every node, a rerun fails the same way
     assert action(GID_GONE)[0] == "fix"
+def test_a_watchdog_stack_trace_under_a_ray_actor_prefix_is_read_too():
+    """verl's Megatron workers print the failed collective's stack under Ray's actor prefix; a Megatron
+    dist-checkpoint save frame there is the same hang in a save."""
+    pre = "(WorkerDict pid=90316, ip=10.8.0.11) "
+    text = (pre + "[rank5]:[E627 12:46:40.073434468 ProcessGroupNCCL.cpp:629] [Rank 5] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=29, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+            "for 600013 milliseconds before timing out.\n"
+            + pre + "[rank5]:[E627 12:46:40.074084476 ProcessGroupNCCL.cpp:664] Stack trace of the failed collective: \n"
+            + pre + "#0 all_reduce from /usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py:2806\n"
+            + pre + "{frame} from /usr/lib/python3.10/site-packages/megatron/core/dist_checkpointing/serialization.py:404\n")
+    act, reason = action(text.format(frame="#5 save"))
+    assert act == "fix" and "save" in reason
+    assert action(text.format(frame="#5 forward_step"))[0] == "retry"
+
+
+RDZV = (
+    "I0603 14:02:53.702000 1396 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1132] The node "
+    "'gpu07_2314461_0' attempts to join the next round of the rendezvous 'none'.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/env/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", line 660, in run\n'
+    "    raise RendezvousTimeoutError\n"
+    "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n"
+)
+
+
+def test_a_rendezvous_that_never_completed_is_fix():
+    """The elastic agent waited its whole rendezvous timeout and too few nodes joined: a node was never launched
+    or cannot reach the endpoint, which the same launch repeats. A store client's timeout stays the default."""
+    act, reason = action(RDZV)
+    assert act == "fix" and "--node_rank" in reason
+    store = ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.\n")
+    assert action(store)[1] != reason

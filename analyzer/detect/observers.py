@@ -34,6 +34,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_eval_summary import EvalSummaries   # deferred: as above
         from llmtriage.detect.alloc_retries import AllocRetries   # deferred: as above
         from llmtriage.detect.bar_decay import BarRates   # deferred: as above
+        from llmtriage.detect.caught_repeat import CaughtExceptions   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -48,6 +49,7 @@ class TrainingObserver:
         self.eval_summaries = EvalSummaries()
         self.alloc_retries = AllocRetries()
         self.bar_rates = BarRates()
+        self.caught = CaughtExceptions()
         self._ends_nl = True
         from llmtriage.detect.head_cues import HeadCues   # deferred: as above
         self.head = HeadCues()
@@ -68,6 +70,7 @@ class TrainingObserver:
         self.eval_summaries.feed(lines, line_base)
         self.alloc_retries.feed(lines, line_base)
         self.bar_rates.feed(lines, line_base)
+        self.caught.feed(lines, line_base)
         self.head.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -131,6 +134,9 @@ class TrainingObserver:
             anomalies += self.scaling.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.mfu.detect()
+        if not any(f.severity == "error" for f in findings):
+            from llmtriage.detect.caught_repeat import caught_repeats   # deferred: as above
+            anomalies += caught_repeats(self.caught, self.metrics.records(), anomalies)
         findings.extend(to_findings(anomalies, findings, self.lang))
         # start-up cues (detect/head_cues.py), each only when no error finding (an earlier one's included) explains the run
         records = self.metrics.records()

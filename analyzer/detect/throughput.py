@@ -42,6 +42,7 @@ from llmtriage.detect.throughput_serving import ServeSeries
 from llmtriage.detect.throughput_util import new_snapshot, periodic, search_unprefixed, underused, util_bound
 from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs, short_rise)
+from llmtriage.detect.throughput_columns import COLS_SRC, column_sample, early_drop
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
@@ -51,7 +52,7 @@ TAIL = 512
 # frequent lines (progress, timers, engine stats) and rare ones (snapshots, context), found apart: after
 # FULL_ENTRIES parsed entries only the last 2 KiB of every SAMPLE_EVERY-th block is read for the frequent ones
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
-             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC)
+             rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC + b"|" + COLS_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9] ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
              rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint|" + MON_ANCHOR)
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
@@ -293,7 +294,7 @@ class ThroughputTracker:
                 self.decode.append((gen / running, running))
                 self.decode_lines = (self.decode_lines[0] or line, line)
             return
-        lt = loop_step_time(seg)
+        lt = loop_step_time(seg) or column_sample(seg)      # (columns: throughput_columns.py)
         if lt is not None:          # a loop's own timer (AverageMeter, mmcv, Keras) or an epoch's wall time
             if lt[2] is None or lt[2] != self._loop_iter:
                 self._add(lt[0], line, lt[1])
@@ -363,6 +364,7 @@ class ThroughputTracker:
             k = max(4, len(vals) // 4)
             early, late = [v for _, v in vals[:k]], [v for _, v in vals[-k:]]
             e, lt = _median(early), _median(late)
+            e = (early_drop(vals, th.rise_factor) if not src.startswith("bar") else None) or e   # slower from an early step on
             if e > 0 and lt > th.rise_factor * e and vals[-k][0] >= vals[k - 1][0]:   # (\r redraws share a line)
                 # still slowing as the log ends (the late quarter's second half slower than its
                 # first): its median understates where the run is now, the last third of it tells
