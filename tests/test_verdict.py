@@ -1390,3 +1390,22 @@ def test_an_assertion_that_only_dumps_a_value_is_read_by_its_expression(message,
         assert not any(f.rule_id == "tokenizer-seq-longer-than-max" and f.severity == "error" for f in findings)
     else:
         assert "asserted" not in top.captures
+
+
+def test_workers_terminated_at_shutdown_after_all_prompts_finished_is_teardown():
+    """vLLM's multiproc executor SIGTERMs its workers once the batch is done: "died, exit code: -15" and the
+    KeyboardInterrupt its `_sigterm_handler` raises in a sleeping thread are the shutdown, not a failure."""
+    done = ("Processed prompts: 100%|██████████| 2000/2000 [01:26<00:00, 22.42it/s]\n"
+            "Wrote 2000 generations to outputs.jsonl\n")
+    teardown = ("ERROR 06-14 11:04:18 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 31877 died, exit code: -15\n"
+                "INFO 06-14 11:04:18 multiproc_worker_utils.py:123] Killing local vLLM worker processes\n"
+                "Exception in thread Thread-2 (_report_usage_worker):\nTraceback (most recent call last):\n"
+                '  File "/usr/lib/python3.10/threading.py", line 953, in run\n'
+                "    self._target(*self._args, **self._kwargs)\n"
+                '  File "/usr/local/lib/python3.10/dist-packages/vllm/executor/multiproc_worker_utils.py", line 258, in _sigterm_handler\n'
+                "    raise KeyboardInterrupt\nKeyboardInterrupt\n")
+    rep = llmtriage.analyze(done + teardown)
+    assert rep.extra["status"] == "finished" and not [f for f in rep.findings if f.severity == "error"]
+    # the same worker exit before the work was done is still a death
+    cut = done.replace("100%|██████████| 2000/2000", "40%|████      | 800/2000")
+    assert llmtriage.analyze(cut.replace("Wrote 2000 generations to outputs.jsonl\n", "") + teardown).extra["status"] == "crashed"
