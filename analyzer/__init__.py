@@ -26,7 +26,11 @@ __all__ = ["analyze", "triage", "scan_source", "get_engine", "default_observers"
            "LlmtriageError", "InputError", "RuleLoadError", "reports_to_dict", "__version__"]
 
 Source = Union[str, bytes, os.PathLike, BinaryIO]
+# engines by configuration, the most recently used last; bounded: each holds its compiled patterns and literal
+# index (~10 MB), and a caller that varies `disabled` per call (leave-one-rule-out: one engine per rule) must not
+# keep hundreds of them alive
 _ENGINES: dict[tuple, Any] = {}
+_MAX_ENGINES = 8
 _SNIFF = 8192
 
 
@@ -57,9 +61,12 @@ def get_engine(rules: Any = None, *, lang: Optional[str] = None, mode: str = "au
     if rules is None or isinstance(rules, (list, tuple)):
         extra = tuple(str(d) for d in (rules or ()))
         key: tuple = ("dirs", extra, lang, mode, tuple(sorted(disabled)), tuple(observers), tuple(sorted(tuning.items())))
-        eng = _ENGINES.get(key)
+        eng = _ENGINES.pop(key, None)
         if eng is None:
-            eng = _ENGINES[key] = _wired(load_rules(extra, details=False), lang, mode, disabled, observers, tuning)
+            eng = _wired(load_rules(extra, details=False), lang, mode, disabled, observers, tuning)
+            while len(_ENGINES) >= _MAX_ENGINES:
+                del _ENGINES[next(iter(_ENGINES))]      # the least recently used
+        _ENGINES[key] = eng
         return eng
     return _wired(rules, lang, mode, disabled, observers, tuning)
 
