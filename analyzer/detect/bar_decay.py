@@ -26,8 +26,9 @@ SPAN = 2.0
 KEEP = 4096         # readings kept per log (the first ones; a bar that slows down is seen well before)
 MAX_BARS = 64       # distinct descriptions tracked
 
-# "<desc>: 52%|█████     | 2748495/5213866 [03:40:00<34:50:00, 19.66 examples/s]" (also s/it, it/s, ba/s)
-_BAR = re.compile(rb"(?P<desc>[^\r\n|:]{3,80}):\s+(?P<pct>\d{1,3})%\|[^|\r\n]{0,120}\|\s*\d+/\d+ "
+# "<desc>: 52%|█████     | 2748495/5213866 [03:40:00<34:50:00, 19.66 examples/s]" (also s/it, it/s, ba/s); tried only
+# at line starts (and after a tqdm `\r`), so a block costs one pass whatever its length
+_BAR = re.compile(rb"(?m)(?:^|\r)(?P<desc>[^\r\n|]{0,200}?):\s+(?P<pct>\d{1,3})%\|[^|\r\n]{0,120}\|\s*\d+/\d+ "
                   rb"\[(?P<el>(?:\d+:)?\d+:\d\d)<[^,\]\r\n]{1,16},\s*(?P<rate>\d+(?:\.\d+)?)\s*(?P<unit>s/[A-Za-z]+|[A-Za-z]+/s)\]")
 
 
@@ -50,7 +51,9 @@ class BarRates:
         if b"%|" not in lines or b"/s]" not in lines and b"s/" not in lines or self.count >= KEEP:
             return
         for m in _BAR.finditer(lines):
-            desc = m.group("desc").strip()
+            desc = m.group("desc").rsplit(b":", 1)[-1].strip()     # the bar's name, not a time or rank prefix
+            if len(desc) < 3:
+                continue
             if desc not in self.bars and len(self.bars) >= MAX_BARS:
                 continue
             rate, unit = float(m.group("rate")), m.group("unit").decode("ascii", "replace")
