@@ -16,12 +16,27 @@ fell; not RL, no non-finite value, no error already found.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
+from typing import Optional
+
 from llmtriage.detect.metric_anomaly import Anomaly, fmt
+from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metrics import MetricTracker, finite
 
 GAP_EVALS = 3       # evaluations inside the first epoch with the gap
 GAP_FACTOR = 3.0    # training loss at most eval / this
 EVAL_FLAT = 0.9     # the last evaluation loss >= this x the first: the evaluation did not follow the fall
+
+
+def eval_pairs(t: MetricTracker, recs: list[Record]) -> list[tuple[Optional[Record], float, int]]:
+    """(the last training record before it or None, evaluation loss, line) for each evaluation loss of `t`;
+    `recs` in log order (shared with metric_overfit)."""
+    lines = [r.line for r in recs]
+    out = []
+    for line, value in t.evals:
+        k = bisect_left(lines, line)
+        out.append((recs[k - 1] if k else None, float(value), line))
+    return out
 
 
 def train_eval_gap(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
@@ -30,12 +45,9 @@ def train_eval_gap(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     recs = [r for r in t.records() if finite(r.loss)]
     if not recs or any(r.rl for r in recs) or recs[0].loss < t.th.fall_from:  # type: ignore[operator]
         return []
-    pairs = []
-    for line, value in t.evals:
-        before = [r for r in recs if r.line < line]
-        if not before:
-            return []
-        pairs.append((before[-1], float(value), line))
+    pairs = eval_pairs(t, recs)
+    if any(rec is None for rec, _, _ in pairs):
+        return []
     pairs = pairs[-GAP_EVALS:]
     for rec, ev, _ in pairs:
         if (rec.epoch is None or rec.epoch >= 1 or rec.loss > ev / GAP_FACTOR  # type: ignore[operator]

@@ -16,6 +16,7 @@ non-finite value, and no error already found.
 from __future__ import annotations
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt
+from llmtriage.detect.metric_gap import eval_pairs
 from llmtriage.detect.metrics import MetricTracker, finite
 
 RISE_EVALS = 3      # evaluations after the best one, each no lower than the one before
@@ -32,12 +33,8 @@ def eval_rising(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     recs = [r for r in t.records() if finite(r.loss)]
     if not recs or any(r.rl for r in recs) or recs[0].loss < t.th.fall_from:  # type: ignore[operator]
         return []
-    pairs = []      # (training record before the evaluation, evaluation loss, line)
-    for line, value in t.evals:
-        before = [r for r in recs if r.line < line]
-        ev = float(value)
-        if before and finite(ev):
-            pairs.append((before[-1], ev, line))
+    # (training record before the evaluation, evaluation loss, line)
+    pairs = [(rec, ev, line) for rec, ev, line in eval_pairs(t, recs) if rec is not None and finite(ev)]
     if len(pairs) < RISE_EVALS + 1:
         return []
     best = min(range(len(pairs)), key=lambda i: pairs[i][1])
