@@ -107,7 +107,8 @@ def test_saved_genuine_logs_agree_with_their_meta():
     """fixtures/reproduced/<scenario>.<variant>[.transformers-N].log: a genuine log saved by
     `verify --save-logs`, its .meta.yaml beside it (versions, what triage named). The golden of a
     failing run names the rule recorded at save time; a verified fix's log has no error of the
-    scenario's category. Logs of both transformers majors are kept where their wording differs, and
+    scenario's category. Logs of both transformers majors are kept where their wording differs (and of an
+    older minor, `.transformers-4.46.log`, where it words the failure differently again), and
     a scenario that runs on both devices keeps its CUDA log as `<scenario>.<variant>.cuda.log` where
     the GPU words the failure differently (a device-side assert instead of the CPU's IndexError)."""
     import yaml
@@ -119,9 +120,9 @@ def test_saved_genuine_logs_agree_with_their_meta():
         sc = reproducers.get(meta["scenario"])
         assert meta["variant"] in [v.name for v in sc.variants()], log.name
         stem = f"{meta['scenario']}.{meta['variant']}"
-        major = str(meta["transformers"]).split(".")[0]
+        major, minor = str(meta["transformers"]).split(".")[:2]
         majors.add(major)
-        names = (f"{stem}.log", f"{stem}.transformers-{major}.log")
+        names = (f"{stem}.log", f"{stem}.transformers-{major}.log", f"{stem}.transformers-{major}.{minor}.log")
         if meta.get("device") == "cuda":
             names += (f"{stem}.cuda.log",)
         assert log.name in names, log.name
