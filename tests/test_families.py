@@ -546,3 +546,21 @@ def test_an_operator_launch_step_naming_the_ai_core_is_no_hardware_word():
         assert got is None or got[0] != "gpu-hardware-fault", scores(text)[:3]
     got = family_of("RuntimeError: The aicore execution is abnormal, aicore error on device 3")
     assert got is not None and got[0] == "gpu-hardware-fault"
+
+
+def test_an_attribute_missing_on_the_runs_own_arguments_is_no_version_gap():
+    """argparse's Namespace / a config container holds what the script parsed: an attribute it lacks is a flag
+    the script never defines, not a library release without that API; a library object's missing attribute
+    keeps its dependency-mismatch family."""
+    frames = ['  File "/work/openrlhf/trainer/ppo_trainer.py", line 381, in save_logs_and_checkpoints',
+              '    self.strategy.save_ckpt(self.actor.model, os.path.join(args.ckpt_path, "_actor"))']
+    for obj in ("Namespace", "DictConfig", "EasyDict"):
+        text = ("Traceback (most recent call last):\n" + "\n".join(frames) +
+                f"\nAttributeError: '{obj}' object has no attribute 'ckpt_path'\n")
+        _, top = _top(text)
+        assert (top.rule_id, top.category) == ("unknown", "unknown"), (obj, top.captures)
+    lib = ("Traceback (most recent call last):\n"
+           '  File "/usr/local/lib/python3.10/site-packages/peft/tuners/lora/model.py", line 402, in merge_and_unload\n'
+           "    self.model.merge()\nAttributeError: 'LlamaForCausalLM' object has no attribute 'merge'\n")
+    _, top = _top(lib)
+    assert (top.rule_id, top.category) == ("unknown", "dependency-mismatch")

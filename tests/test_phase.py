@@ -115,3 +115,24 @@ def test_json_and_human_output_carry_phase_and_step(engine):
     out = io.StringIO()
     render_human([rep], out)
     assert "(training, step 13)" in out.getvalue()
+
+
+def test_a_death_inside_a_save_function_is_the_checkpoint_save_phase(engine):
+    """The traceback of the exception that ended the job runs through a save (save_logs_and_checkpoints):
+    the job died saving, whatever marker the log printed last (here an inference engine's start-up lines);
+    an RL trainer's "Episode" bar is its training loop."""
+    text = ("Loading checkpoint shards: 100%|##########| 2/2 [00:06<00:00,  3.14s/it]\n"
+            "INFO 03-27 08:16:41 llm_engine.py:322] # GPU blocks: 2781, # CPU blocks: 512\n"
+            "Episode [1/2]: 100%|##########| 1024/1024 [11:42:16<00:00, 41.15s/it]\n"
+            "Traceback (most recent call last):\n"
+            '  File "/work/train_ppo.py", line 315, in <module>\n    train(args)\n'
+            '  File "/work/openrlhf/trainer/ppo_trainer.py", line 195, in fit\n'
+            "    self.save_logs_and_checkpoints(args, global_step, pbar, logs_dict)\n"
+            '  File "/work/openrlhf/trainer/ppo_trainer.py", line 381, in save_logs_and_checkpoints\n'
+            '    self.strategy.save_ckpt(self.actor.model, os.path.join(args.ckpt_path, "_actor"))\n'
+            "AttributeError: 'Namespace' object has no attribute 'ckpt_path'\n")
+    assert scan_source(engine, text).extra["phase"] == "checkpoint-save"
+    # the same death raised in a training step (no save frame) is not a save
+    step = text.replace("save_logs_and_checkpoints", "training_step")
+    assert scan_source(engine, step).extra["phase"] != "checkpoint-save"
+    assert classify_bar("Episode [1/2]") == "training"

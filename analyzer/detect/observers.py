@@ -88,6 +88,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
         from llmtriage.detect.metric_gap import train_eval_gap   # deferred: as above
         from llmtriage.detect.metric_overfit import eval_rising   # deferred: as above
+        from llmtriage.detect.metric_chance import eval_at_chance   # deferred: as above
         from llmtriage.detect.metric_resume import resume_drop, resumed_low_start   # deferred: as above
         from llmtriage.detect.metric_eval_summary import eval_perfect_early, eval_summary_frozen   # deferred: as above
         from llmtriage.detect.throughput_starved import starved_gpus   # deferred: as above
@@ -118,6 +119,7 @@ class TrainingObserver:
         anomalies += loss_creep(self.metrics, anomalies)
         anomalies += train_eval_gap(self.metrics, anomalies)
         anomalies += eval_rising(self.metrics, anomalies)
+        anomalies += eval_at_chance(self.metrics, anomalies)
         anomalies += resume_drop(self.metrics, self.resumes.lines, anomalies)
         anomalies += eval_summary_frozen(self.eval_summaries, self.metrics.records(), anomalies)
         anomalies += eval_perfect_early(self.eval_summaries, self.metrics.records(), anomalies)

@@ -66,7 +66,8 @@ _LABEL_KIND_SRC = [
     ("generation", r"(?i)processed prompts|generat|sampl|infer"),
     ("checkpoint-save", r"(?i)sav|writ"),
     # (YOLOv5/v8: the epoch counter then the GPU memory, "  12/60   6.21G   1.4288 ...  640:", also after a line prefix)
-    ("training", r"(?i)train|epoch|step|iter|^\W*$|(?:^|\s)\d+/\d+\s+[0-9.]+G\s"),
+    # (an RL trainer's outer loop: OpenRLHF's "Episode [1/2]")
+    ("training", r"(?i)train|epoch|episode|step|iter|^\W*$|(?:^|\s)\d+/\d+\s+[0-9.]+G\s"),
 ]
 
 
@@ -191,6 +192,25 @@ def lr_postfix() -> Any:
     return (_RX or _prx()).LR_POSTFIX
 
 _METRIC_CATEGORIES = {"nan-loss", "no-grad", "loss-suspicious", "fp16-overflow"}
+
+
+# a function of the innermost frames of the death's traceback that writes a checkpoint or the model
+# (save_checkpoint, save_model, save_pretrained, _save, save_logs_and_checkpoints), not one that loads,
+# nor autograd's save_for_backward
+_SAVE_FUNC = re.compile(r"(?i)(?:^|_)save(?:_|$)")
+SAVE_FRAMES = 6
+
+
+def _saving_frame(exc: Any, top: Any) -> bool:
+    """Whether the exception that ended the job (the root cause's, or the headline when no error finding
+    is known yet) was raised inside a save: one of its innermost SAVE_FRAMES frames' functions saves.
+    Markers tell the last thing the log announced; the traceback tells what the code was doing."""
+    if exc is None or getattr(exc, "thread", False) or not exc.frames:
+        return False
+    if top is not None and top.line != exc.line:
+        return False
+    return any(_SAVE_FUNC.search(fr.function or "") and "for_backward" not in fr.function
+               for fr in exc.frames[-SAVE_FRAMES:])
 
 
 def classify_bar(label: str) -> Optional[str]:
@@ -433,6 +453,9 @@ class PhaseTracker:
             after = sum(1 for r in records if since < r.line <= end)
             if after >= (2 if phase == "checkpoint-save" else 1) and (top is not None or phase == "checkpoint-save"):
                 phase = "training"
+        saving = _saving_frame(report.exception, top)
+        if saving and phase != "checkpoint-save":
+            phase = "checkpoint-save"   # the traceback of the death says the job was saving
         fallback = _CATEGORY_PHASE.get(top.category) if top is not None else None
         if top is not None and top.category in _METRIC_CATEGORIES and phase != "evaluation":
             phase = fallback   # a metric/NaN/overflow finding is a training step whatever the last marker
