@@ -48,6 +48,7 @@ from llmtriage.detect.fallback_chain import fallback_failed
 from llmtriage.detect.dropped_request import request_never_answered
 from llmtriage.detect.hung import hung_until_killed
 from llmtriage.detect.init_incomplete import init_incomplete
+from llmtriage.detect.nan_passed import nan_passed
 from llmtriage.detect.interrupted_wait import interrupted_wait, stopped_while_pinned
 from llmtriage.detect.wrapped import wrapped_message
 from llmtriage.detect.scanner import Scanner, markers
@@ -361,6 +362,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     explain_metric(findings, lang)
     metric_outranks_warning(findings, status, lang)
     _settled(findings, scanner, lang)
+    nan_passed(findings, scanner, status, lang)
     _stalled(findings, scanner, status, lang)
     request_never_answered(findings, scanner, verdict_spec().get("dropped_request"), lang)
     init_incomplete(findings, scanner, verdict_spec().get("init_incomplete"), lang)
