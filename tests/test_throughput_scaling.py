@@ -104,3 +104,13 @@ def test_vllm_throughput_benchmark_with_more_tensor_parallel_gpus_no_faster():
     assert a.numbers["gpus_few"] == 1 and a.numbers["gpus_many"] == 4 and a.numbers["unit"] == "requests"
     # tensor parallelism that pays off (1.9x the requests on 4 GPUs) raises nothing
     assert _feed(bench("", 1, 4.93) + bench("", 4, 9.40)).detect() == []
+
+
+def test_vllm_generate_runs_timed_by_their_finished_prompt_bars():
+    def run(tp: int, clock: str) -> str:
+        return (f"$ python offline_infer.py --model m --tensor-parallel-size {tp} --num-prompts 200\n"
+                f"Processed prompts:  50%|█████     | 100/200 [01:00<01:00,  1.65it/s]\n"
+                f"Processed prompts: 100%|██████████| 200/200 [{clock}<00:00,  1.20s/it]\n")
+    [a] = _feed(run(2, "06:52") + run(1, "03:58")).detect()
+    assert a.numbers["gpus_many"] == 2 and a.numbers["unit"] == "requests" and a.numbers["speedup"] == "0.58"
+    assert _feed(run(2, "02:10") + run(1, "03:58")).detect() == []     # twice the GPUs, faster: nothing

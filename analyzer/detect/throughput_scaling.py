@@ -28,7 +28,7 @@ MIN_RATES = 3
 MIN_RATIO = 2          # the larger launch has at least this many times the GPUs
 KEEP = 16              # launches read
 
-_GATE = re.compile(rb"(?m)^\s*(?:\(\S+\)\s*)?(?:\S*[$#] |\+ )|Total train batch size|s/it[\],]|it/s[\],]|Steps/Sec: |requests/s, ")
+_GATE = re.compile(rb"(?m)^\s*(?:\(\S+\)\s*)?(?:\S*[$#] |\+ )|Total train batch size|s/it[\],]|it/s[\],]|Steps/Sec: |requests/s, |Processed prompts: +100%")
 _LAUNCH = re.compile(rb"^\s*(?:\(\S+\)\s*)?(?:\S*\$ |\+ )(.*(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate launch|deepspeed"
                      rb"|llamafactory-cli train|tune run|python3? \S+\.py).*)")
 _LAUNCH_GATE = re.compile(rb"[$+] [^\n]*(?:torchrun|torch\.distributed\.|accelerate launch|deepspeed|llamafactory-cli train"
@@ -49,6 +49,8 @@ _TOK = re.compile(rb"[0-9.]+ sec total, ([0-9.]+) tokens/sec")
 _TP = re.compile(rb"--tensor[_-]parallel[_-]size[= ]+([0-9]+)")
 # vLLM's offline benchmark (benchmark_throughput.py, `vllm bench throughput`): the whole launch's request rate
 _REQS = re.compile(rb"Throughput: ([0-9.]+) requests/s, [0-9.]+ (?:total )?tokens/s")
+# vLLM's LLM.generate bar run to its end, `Processed prompts: 100%|...| 200/200 [06:52<00:00, 2.06s/it]`: prompts / elapsed
+_PROMPTS = re.compile(rb"Processed prompts: +100%[^\n]*?\| ?([0-9]+)/\1 \[([0-9:]+)<")
 _NOT_TRAIN = re.compile(rb"(?i)checkpoint shards|tokeniz|map\b|filter|generat|eval|predict|download|processed prompts|loading")
 
 
@@ -118,9 +120,9 @@ class ScalingTracker:
                 run["toks"].append(float(m.group(1)) * (run["world"] or 0 if m.re is _TOK_GPU else 1))
                 run["last"] = line_base + i
                 continue
-            m = _REQS.search(raw)
-            if m and float(m.group(1)) > 0 and len(run["reqs"]) < 4096:
-                run["reqs"].append(float(m.group(1)))
+            m = _REQS.search(raw) or _PROMPTS.search(raw)
+            if m and float(m.group(1)) > 0 and len(run["reqs"]) < 4096 and (m.re is _REQS or _secs(m.group(2)) > 0):
+                run["reqs"].append(float(m.group(1)) / (_secs(m.group(2)) if m.re is _PROMPTS else 1))
                 run["last"] = line_base + i
                 continue
             m = _RATE.search(raw)
