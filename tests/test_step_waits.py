@@ -74,6 +74,15 @@ def test_deepspeed_optimizer_step_many_times_forward_backward():
     assert _feed(row.format(step=3000.0) * 3).detect(None) == []
 
 
+def test_deepspeed_breakdown_with_the_short_timer_names_of_newer_releases():
+    # newer DeepSpeed names its global timers fwd / bwd / step (and prints a *_microstep row beside them)
+    micro = "[Rank 0] time (ms) | fwd_microstep: 371.20 | bwd_microstep: 850.02 | step_microstep: {step}\n"
+    row = "[Rank 0] time (ms) | fwd: 371.20 | bwd: 850.02 | bwd_inner: 801.40 | bwd_allreduce: 48.61 | step: {step}\n"
+    [a] = _feed((micro + row).format(step=22880.87) * 3).detect(None)
+    assert a.numbers["opt_ratio"] == "19"
+    assert _feed((micro + row).format(step=3000.0) * 3).detect(None) == []
+
+
 def _smi(watts: int, util: int, gpus: int = 4) -> str:
     return "".join(f"|   {g}  NVIDIA A100-SXM4-80GB  On  | 00000000:0{g}:00.0 Off |  0 |\n"
                    f"| N/A   40C    P0   {watts}W / 400W |  41237MiB / 81920MiB |    {util}%      Default |\n" for g in range(gpus))

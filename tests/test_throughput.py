@@ -548,3 +548,33 @@ def test_a_generation_phase_longer_than_a_step_is_no_generation_share():
     # the same generation inside a step of 480 s/it is still the share it is
     _, [a] = _run(_rollout_bar(480.0) + sweep)
     assert a.numbers["gen_pct"] == "86"
+
+
+FULL_SMI_ROW = """|   {i}  NVIDIA A800-SXM4-80GB          On  |   00000000:{i}0:00.0 Off |                    0 |
+| N/A   35C    P0             92W /  400W |   {m}MiB /  81920MiB |    {u:>3}%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_a_full_nvidia_smi_table_with_mig_lines_is_one_snapshot():
+    # each GPU takes 4 lines in the table (name, utilisation, MIG mode, separator): its rows belong to one snapshot
+    head = "|=========================================+========================+======================|\n"
+    table = head + "".join(FULL_SMI_ROW.format(i=i, m=61233, u=100 if i else 0) for i in range(8))
+    t, _ = _run("{'loss': 1.9, 'epoch': 0.1}\n" + table)
+    assert len(t.snaps) == 1 and [r[0] for r in t.snaps[0]] == [0] + [100] * 7
+    # two tables printed one after the other are two snapshots
+    t, _ = _run(table + "$ nvidia-smi\nThu Mar 20 16:12:07 2025\n" + head + table)
+    assert len(t.snaps) == 2
+
+
+def test_without_loss_records_training_starts_at_the_first_step_sample():
+    # a trainer that prints only its progress bar (YOLO, a custom loop): snapshots after the bar's first reading are
+    # taken during training; the same snapshots printed before any step are start-up
+    bar = "".join(f"      0/99     14.1G   0.05612   0.02873        91       640:  {p}%|#  | {n}/3750 [{n // 60:02d}:{n % 60:02d}<40:11,  1.{60 + p}s/it]\n"
+                  for p, n in ((2, 88), (11, 412), (23, 870)))
+    csv = "timestamp, utilization.gpu [%], memory.used [MiB]\n" + "".join(
+        f"2024/07/31 10:22:{s:02d}.101, {u} %, 15102 MiB\n" for s, u in ((14, 0), (16, 0), (18, 64), (20, 0), (22, 0), (24, 51)))
+    _, [a] = _run(bar + csv, train_start=None)
+    assert a.severity == "error" and a.numbers["idle"] == 4 and a.numbers["snaps"] == 6
+    assert _run(csv + bar, train_start=None)[1] == []

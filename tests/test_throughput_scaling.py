@@ -91,3 +91,26 @@ def test_readings_hovering_around_the_bound_with_none_busy_count_by_their_median
     # one busy reading (> low_ceiling), or too few readings above low_util: no evidence
     assert underused([_snap(24), _snap(31), _snap(24), _snap(45)], THRESHOLDS) == []
     assert underused([_snap(35), _snap(33), _snap(31)], THRESHOLDS, steps_before=10) == []
+
+
+def test_vllm_throughput_benchmark_with_more_tensor_parallel_gpus_no_faster():
+    # two runs of vLLM's offline benchmark pasted in one log: the launch's GPU count from CUDA_VISIBLE_DEVICES or
+    # --tensor-parallel-size, its speed from the benchmark's request rate
+    def bench(prefix: str, tp: int, reqs: float) -> str:
+        return (f"$ {prefix}python3 benchmarks/benchmark_throughput.py --backend vllm --model m --num-prompts 1000 "
+                f"--tensor-parallel-size {tp}\nINFO llm_engine.py:72] Initializing an LLM engine\n"
+                f"Throughput: {reqs} requests/s, 2207.85 tokens/s\n")
+    [a] = _feed(bench("CUDA_VISIBLE_DEVICES=0 ", 1, 4.93) + bench("", 4, 4.61)).detect()
+    assert a.numbers["gpus_few"] == 1 and a.numbers["gpus_many"] == 4 and a.numbers["unit"] == "requests"
+    # tensor parallelism that pays off (1.9x the requests on 4 GPUs) raises nothing
+    assert _feed(bench("", 1, 4.93) + bench("", 4, 9.40)).detect() == []
+
+
+def test_vllm_generate_runs_timed_by_their_finished_prompt_bars():
+    def run(tp: int, clock: str) -> str:
+        return (f"$ python offline_infer.py --model m --tensor-parallel-size {tp} --num-prompts 200\n"
+                f"Processed prompts:  50%|█████     | 100/200 [01:00<01:00,  1.65it/s]\n"
+                f"Processed prompts: 100%|██████████| 200/200 [{clock}<00:00,  1.20s/it]\n")
+    [a] = _feed(run(2, "06:52") + run(1, "03:58")).detect()
+    assert a.numbers["gpus_many"] == 2 and a.numbers["unit"] == "requests" and a.numbers["speedup"] == "0.58"
+    assert _feed(run(2, "02:10") + run(1, "03:58")).detect() == []     # twice the GPUs, faster: nothing

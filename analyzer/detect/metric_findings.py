@@ -13,7 +13,7 @@ from llmtriage.detect.metric_detect import PRIORITY, RULE_IDS, Anomaly
 from llmtriage.ruleset.loader import builtin_rules_dir
 
 _DETECTOR_TEXT: dict[str, Any] = {}
-_ZH_UNITS = {"steps": "步", "records": "条记录"}
+_ZH_UNITS = {"steps": "步", "records": "条记录", "requests": "个请求"}
 
 
 def detector_texts() -> dict[str, Any]:

@@ -17,7 +17,7 @@ part that does the work and the part that waits:
   profiler       Lightning's simple profiler report: `[_TrainingEpochLoop].train_dataloader_next | mean | calls |
                  total | percentage`: fetching batches took `DATA_SHARE` of the fit time or more.
   optimizer      DeepSpeed's `wall_clock_breakdown`: `time (ms) | forward: 376.60 | backward: 864.56 | ... | step:
-                 22880.87`: the optimizer step takes `STEP_RATIO` x forward + backward on the median of at least
+                 22880.87` (newer releases: `fwd:` / `bwd:`): the optimizer step takes `STEP_RATIO` x forward + backward on the median of at least
                  `MIN_BREAKDOWNS` iterations, and at least `STEP_MIN_MS` (ZeRO-Offload's CPU Adam starved of cores,
                  NVMe offload): the GPUs wait for the host.
   power          nvidia-smi tables taken during training: every GPU of a multi-GPU job at `BUSY_UTIL`% or more
@@ -56,7 +56,7 @@ _SPLIT_DATA = re.compile(rb"\bdata(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b"
 _SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gpu)(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
-_DS = re.compile(rb"time \(ms\) \| forward: ([0-9.]+) \| backward: ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
+_DS = re.compile(rb"time \(ms\) \| (?:forward|fwd): ([0-9.]+) \| (?:backward|bwd): ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
 # Megatron-LM / GPT-NeoX interval timers: `time (ms) | forward-compute: 193.77 | ... | batch-generator: 25.27` (NeoX:
 # `forward: 162.31 | backward: 298.64 | backward-backward: 298.58 | optimizer: 41.12 | batch generator: 8899.47`)
 _TIMERS = re.compile(rb"time \(ms\) \|[^\n]*\| batch[ -]generator: [0-9]")

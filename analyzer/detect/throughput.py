@@ -15,14 +15,13 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   one request       llama.cpp `eval time = ... tokens per second)`, Ollama `eval rate:`, FastChat `'speed (token/s)'`,
                     TGI `time_per_token="..."` (throughput_sources.py)
   npu-smi           chip rows `| 0  | 0000:C1:00.0  | 0   0    / 0   19120/ 65536  |` (AICore %, HBM MB)
-Context: the end of training (`train_runtime`), a stop from outside while running (Slurm
-`DUE TO TIME LIMIT`, `^C`, `KeyboardInterrupt`), `--enforce-eager`.
+Context: the end of training (`train_runtime`), a stop from outside while running (Slurm `DUE TO TIME LIMIT`, `^C`,
+`KeyboardInterrupt`), `--enforce-eager`. Training starts at the first loss record, else at the first step sample.
 
 Detections (thresholds in `metrics.Thresholds`, documented in docs/METRICS.md): step time rising
-mid-run, periodic long steps, GPUs idle at 0% in snapshots taken during training, GPU memory far
-below capacity, generation dominating RL steps, checkpoint saves taking a large share of the run's time,
-slow decode per running request. One finding
-gathers them. Severity (docs/METRICS.md, "When a slowdown is an error"): a warning, because the job
+mid-run, periodic long steps, GPUs idle at 0% in snapshots taken during training, GPU memory far below capacity,
+generation dominating RL steps, checkpoint saves taking a large share of the run's time, slow decode per running
+request. One finding gathers them. Severity (docs/METRICS.md, "When a slowdown is an error"): a warning, because the job
 did not fail; an error when the job was stopped from outside (time limit, interrupt) while slow, or
 when most snapshots taken during training show the GPUs idle (the job makes almost no use of them) or
 every GPU at low utilisation, or when one request decodes below 1 token/s.
@@ -133,7 +132,7 @@ class ThroughputTracker:
         self.serve = ServeSeries()         # a server's periodic metrics: rate, running, queued, KV cache (stalls)
         self.last_entry_line = 0
         self.snaps: list[list[tuple[int, Optional[int], Optional[int], int]]] = []   # [(util, used, total, line)]
-        self._snap_line = -10
+        self._snap_line, self._snap_table = -10, False     # the last row's line, a table row? (4 lines apart with a MIG line)
         self._snap_stamp: Optional[bytes] = None     # the timestamp column of the last `--query-gpu` row
         self._last_bar: dict[tuple[int, int], tuple[int, str]] = {}
         self.finished_line = 0
@@ -324,9 +323,9 @@ class ThroughputTracker:
             row = (int(m.group(2)), None, None, line)
         else:
             return
-        if line - self._snap_line > 3 or not self.snaps or new_snapshot(m, _SMI_CSV, MON_SRC, self._snap_stamp):
+        if line - self._snap_line > (4 if m.re is P["smi"] and self._snap_table else 3) or not self.snaps or new_snapshot(m, _SMI_CSV, MON_SRC, self._snap_stamp):
             self.snaps.append([])
-        self._snap_stamp = m.group(1) if m.re.pattern == _SMI_CSV else None
+        self._snap_stamp, self._snap_table = (m.group(1) if m.re.pattern == _SMI_CSV else None), m.re is P["smi"]
         self._snap_line = line
         if len(self.snaps) <= 256:
             self.snaps[-1].append(row)
@@ -402,7 +401,8 @@ class ThroughputTracker:
                 last_line = last_line or vals[-1][0]
                 # the stalls take as long as all the steps between them (the bar of checkpoint saves, save_error)
                 strong = strong or per[1] >= th.save_error * (per[1] + (per[0] - 1) * per[2])
-        # nvidia-smi snapshots taken while training ran (after its first record, before it finished)
+        # nvidia-smi snapshots taken while training ran (after its first record or step sample, before it finished)
+        train_start = train_start if train_start is not None else min((s.head[0][0] for s in self.steps.values() if s.head), default=None)
         snaps = [s for s in self.snaps if s and train_start is not None and s[0][3] > train_start
                  and not (self.finished_line and s[0][3] > self.finished_line)]
         def n_idle(s: list[tuple[int, Optional[int], Optional[int], int]]) -> int:

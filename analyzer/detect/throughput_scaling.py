@@ -28,7 +28,7 @@ MIN_RATES = 3
 MIN_RATIO = 2          # the larger launch has at least this many times the GPUs
 KEEP = 16              # launches read
 
-_GATE = re.compile(rb"(?m)^\s*(?:\(\S+\)\s*)?(?:\S*[$#] |\+ )|Total train batch size|s/it[\],]|it/s[\],]|Steps/Sec: ")
+_GATE = re.compile(rb"(?m)^\s*(?:\(\S+\)\s*)?(?:\S*[$#] |\+ )|Total train batch size|s/it[\],]|it/s[\],]|Steps/Sec: |requests/s, |Processed prompts: +100%")
 _LAUNCH = re.compile(rb"^\s*(?:\(\S+\)\s*)?(?:\S*\$ |\+ )(.*(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate launch|deepspeed"
                      rb"|llamafactory-cli train|tune run|python3? \S+\.py).*)")
 _LAUNCH_GATE = re.compile(rb"[$+] [^\n]*(?:torchrun|torch\.distributed\.|accelerate launch|deepspeed|llamafactory-cli train"
@@ -46,6 +46,11 @@ _BAR = re.compile(rb"(?<![A-Za-z])([0-9]+)/[0-9]+ \[([0-9:]+)<[0-9:?]+,\s*[0-9.]
 _RATE = re.compile(rb"Steps/Sec: ([0-9.]+)")
 _TOK_GPU = re.compile(rb"tokens_per_second_per_gpu[:=]\s*([0-9.]+)")
 _TOK = re.compile(rb"[0-9.]+ sec total, ([0-9.]+) tokens/sec")
+_TP = re.compile(rb"--tensor[_-]parallel[_-]size[= ]+([0-9]+)")
+# vLLM's offline benchmark (benchmark_throughput.py, `vllm bench throughput`): the whole launch's request rate
+_REQS = re.compile(rb"Throughput: ([0-9.]+) requests/s, [0-9.]+ (?:total )?tokens/s")
+# vLLM's LLM.generate bar run to its end, `Processed prompts: 100%|...| 200/200 [06:52<00:00, 2.06s/it]`: prompts / elapsed
+_PROMPTS = re.compile(rb"Processed prompts: +100%[^\n]*?\| ?([0-9]+)/\1 \[([0-9:]+)<")
 _NOT_TRAIN = re.compile(rb"(?i)checkpoint shards|tokeniz|map\b|filter|generat|eval|predict|download|processed prompts|loading")
 
 
@@ -69,9 +74,9 @@ def _world(cmd: bytes) -> Optional[int]:
     m = _DEVICES.search(cmd)
     if m:
         return int(m.group(1))
-    m = _CVD.search(cmd)
+    m = _CVD.search(cmd) or _TP.search(cmd)
     if m:
-        return len(m.group(1).split(b","))
+        return len(m.group(1).split(b",")) if m.re is _CVD else int(m.group(1))
     return 1 if b"_single_device" in cmd else None
 
 
@@ -101,7 +106,7 @@ class ScalingTracker:
                 if len(self.runs) < KEEP:
                     g = _GBS_ARG.search(m.group(1))
                     self.runs.append({"line": line_base + i, "world": _world(m.group(1)), "batch": int(g.group(1)) if g else None,
-                                      "bar": None, "rates": [], "toks": [], "last": line_base + i})
+                                      "bar": None, "rates": [], "toks": [], "reqs": [], "last": line_base + i})
                 continue
             if not self.runs:
                 continue
@@ -113,6 +118,11 @@ class ScalingTracker:
             m = _TOK_GPU.search(raw) or _TOK.search(raw)
             if m and float(m.group(1)) > 0 and len(run["toks"]) < 4096:
                 run["toks"].append(float(m.group(1)) * (run["world"] or 0 if m.re is _TOK_GPU else 1))
+                run["last"] = line_base + i
+                continue
+            m = _REQS.search(raw) or _PROMPTS.search(raw)
+            if m and float(m.group(1)) > 0 and len(run["reqs"]) < 4096 and (m.re is _REQS or _secs(m.group(2)) > 0):
+                run["reqs"].append(float(m.group(1)) / (_secs(m.group(2)) if m.re is _PROMPTS else 1))
                 run["last"] = line_base + i
                 continue
             m = _RATE.search(raw)
@@ -130,6 +140,8 @@ class ScalingTracker:
         """(throughput of the whole launch, unit): samples/s from step time and global batch, or tokens/s."""
         if not run["world"]:
             return None
+        if run["reqs"]:         # an inference benchmark's requests per second, whole launch
+            return median(run["reqs"]), "requests"
         toks = [t for t in run["toks"] if t > 0]
         if toks and (len(toks) >= MIN_RATES or not run["batch"]):
             return median(toks[1:] if len(toks) >= MIN_RATES else toks), "tokens"
