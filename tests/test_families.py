@@ -264,6 +264,10 @@ def _raised_in(headline: str, *files: str) -> str:
                             "/py/site-packages/datasets/utils/py_utils.py", "/py/site-packages/multiprocess/pool.py"], "data-corrupt"),
     # the pip-installed framework does not know a stage that only the project's fork / a newer release has
     ("ValueError", "Unknown task: sft-classifier.", ["/py/site-packages/llamafactory/train/tuner.py"], "dependency-mismatch"),
+    # a checkpoint directory that is not where the config points (torchtune's load_checkpoint -> torch.load)
+    ("FileNotFoundError", "[Errno 2] No such file or directory: '/tmp/llama2_7b'",
+     ["/ws/torchtune/torchtune/utils/checkpoint.py", "/py/site-packages/torch/serialization.py",
+      "/py/site-packages/torch/serialization.py", "/py/site-packages/torch/serialization.py"], "weights-not-found"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -292,10 +296,14 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     ("AttributeError", "'NoneType' object has no attribute 'mask_token'",
      ["/py/site-packages/transformers/hf_argparser.py", "<string>", "/app/my_args.py"]),   # the user's own __post_init__
     ("ValueError", "Unknown task: summarise", ["/app/run_eval.py"]),            # the user's own script refusing its argument
+    ("FileNotFoundError", "[Errno 2] No such file or directory: '/ws/cache/train_dataset.pt'",
+     ["/py/site-packages/torch/serialization.py"]),                            # a dataset cache loaded with torch.load
+    ("FileNotFoundError", "[Errno 2] No such file or directory: '/ws/ckpt/step_100'", ["/app/train.py"]),  # not in a loader
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues
     fams = [s[0] for s in shape_cues(exc_type, message, files)]
+    assert "weights-not-found" not in fams
     assert "deepspeed-config" not in fams
     if exc_type != "AttributeError" or "NoneType" in message:
         assert "dependency-mismatch" not in fams

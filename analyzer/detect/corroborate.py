@@ -39,17 +39,28 @@ def corroborate(findings: list[Finding], lang: Optional[str]) -> None:
         return
 
 
-def explain_metric(findings: list[Finding], lang: Optional[str]) -> None:
+def explain_metric(findings: list[Finding], lang: Optional[str], metrics: Optional[dict] = None) -> None:
     """A metric error with a signature that states its cause (rules/verdict.yaml `explains_metric`): a loss
     that reads exactly 0 from the first record (NaN, or no supervised token) beside the collator's
     'could not find the response template ... ignored in loss calculation' is the masking, not a NaN.
     The signature becomes the error, with the metric finding as its stated reason; the metric finding
-    stays beside it as a warning."""
+    stays beside it as a warning. An entry's `grad_zero_owns` reverses that when the run's every logged
+    grad_norm is 0 (`metrics["grad_norm_zero"]` records, at least `min_records`) and the metric finding is of
+    its `category`: nothing is trained at all (the taxonomy's "grad_norm stuck at 0"), so that finding stays
+    the error and the signature, which says why, becomes a warning beside it."""
+    zero = int((metrics or {}).get("grad_norm_zero") or 0)
     for entry in verdict_spec().get("explains_metric", ()):
         ids = entry["metric"] if isinstance(entry["metric"], list) else [entry["metric"]]
         metric = next((f for f in findings if f.rule_id in ids and f.severity == "error"), None)
         sig = next((f for f in findings if f.rule_id in entry["by"]), None)
         if metric is None or sig is None:
+            continue
+        own = entry.get("grad_zero_owns")
+        if own and zero >= int(own["min_records"]) and metric.category == own["category"]:
+            if sig.severity == "error" and sig.judgement is None:
+                sig.judgement = {"context": "states-why", "severity_was": "error",
+                                 "reason": tr(own["reason"], lang, title=metric.title, line=metric.line, records=zero)}
+                sig.severity = "warning"
             continue
         was = sig.severity
         if was != "error":

@@ -50,3 +50,41 @@ def loss_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     return [Anomaly("creep", "nan-loss", "error", low.line, last.line, low.step, len(after), {
         "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
         "windows": WINDOWS, "factor": round(level / low.loss, 1)})]  # type: ignore[operator]
+
+
+GRADED_WINDOWS = 6      # a run that logs a gradient norm: more windows, every one higher than the one before ...
+GRADED_FACTOR = 1.25    # ... to this x the minimum, inside the first epoch
+
+
+def graded_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
+    """A fine-tune's loss that climbs back from its minimum (reached after warm-up) in every one of GRADED_WINDOWS
+    windows to >= GRADED_FACTOR x the minimum, while a gradient norm is logged and every record after the minimum
+    is inside the first epoch. Inside the first epoch each batch is new, so the training loss measures the model on
+    unseen data: climbing window after window, the updates are making it worse (a precision or kernel path that
+    corrupts the forward, weights loaded in a dtype the optimizer cannot update well, a learning rate too high)."""
+    if t.sampled or any(a.severity == "error" for a in found):
+        return []
+    th = t.th
+    recs = [r for r in t.records() if finite(r.loss)]
+    if len(recs) < 4 * th.diverge_records or any(r.rl for r in recs):
+        return []
+    if sum(r.grad_norm is not None for r in recs) < 0.9 * len(recs):
+        return []
+    i = min(range(len(recs)), key=lambda j: recs[j].loss)  # type: ignore[arg-type,return-value]
+    low, after = recs[i], recs[i:]
+    if len(after) < 3 * th.diverge_records or low.loss <= 0 or i < th.diverge_records:  # type: ignore[operator]
+        return []
+    if any(r.epoch is None or r.epoch >= 1.0 for r in after):
+        return []
+    size = len(after) // GRADED_WINDOWS
+    meds = [_median([r.loss for r in after[k * size:(k + 1) * size]]) for k in range(GRADED_WINDOWS)]  # type: ignore[misc]
+    meds[-1] = _median([r.loss for r in after[(GRADED_WINDOWS - 1) * size:]])  # type: ignore[misc]
+    if any(b <= a for a, b in zip(meds, meds[1:])):
+        return []
+    level = meds[-1]
+    if level < GRADED_FACTOR * low.loss:  # type: ignore[operator]
+        return []
+    last = after[-1]
+    return [Anomaly("creep_graded", "nan-loss", "error", low.line, last.line, low.step, len(after), {
+        "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
+        "windows": GRADED_WINDOWS, "factor": round(level / low.loss, 2)})]  # type: ignore[operator]

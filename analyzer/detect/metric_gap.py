@@ -16,7 +16,7 @@ fell; not RL, no non-finite value, no error already found.
 """
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_right
 from typing import Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt
@@ -29,12 +29,12 @@ EVAL_FLAT = 0.9     # the last evaluation loss >= this x the first: the evaluati
 
 
 def eval_pairs(t: MetricTracker, recs: list[Record]) -> list[tuple[Optional[Record], float, int]]:
-    """(the last training record before it or None, evaluation loss, line) for each evaluation loss of `t`;
-    `recs` in log order (shared with metric_overfit)."""
+    """(the last training record before it (or on its line: a notebook table's row) or None, evaluation loss,
+    line) for each evaluation loss of `t`; `recs` in log order (shared with metric_overfit)."""
     lines = [r.line for r in recs]
     out = []
     for line, value in t.evals:
-        k = bisect_left(lines, line)
+        k = bisect_right(lines, line)
         out.append((recs[k - 1] if k else None, float(value), line))
     return out
 

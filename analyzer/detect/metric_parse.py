@@ -220,7 +220,12 @@ def loss_num(b: bytes) -> Optional[float]:
 
 # notebook loss tables: the header's column names -> record fields (None: a column we skip)
 _TABLE_FIELD = {"step": 0, "training loss": 1, "train loss": 1, "loss": 1, "grad norm": 2, "grad_norm": 2,
-                "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4}
+                "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4,
+                "validation loss": 5, "eval loss": 5, "val loss": 5}
+# the Trainer's / Unsloth's run plan ("  Num Epochs = 1", "Total optimization steps = 1,125" / "Total steps = 1,125"):
+# a table without an Epoch column gets each row's epoch from its step
+PLAN_EPOCHS = re.compile(rb"\bNum Epochs = ([0-9][0-9,]*)")
+PLAN_STEPS = re.compile(rb"\bTotal (?:optimization )?steps = ([0-9][0-9,]*)")
 
 
 def _unprefixed(line: bytes) -> bytes:
@@ -242,18 +247,20 @@ def table_columns(header: bytes) -> Optional[tuple[bytes, list[Optional[int]], b
 
 
 def table_row(text: bytes, sep: bytes, cols: list[Optional[int]]) -> Optional[tuple]:
-    """(step, loss, grad_norm, lr, epoch) of one row of a loss table, or None when the line is not
-    a row of it (the table has ended)."""
+    """(step, loss, grad_norm, lr, epoch, validation loss as printed or None) of one row of a loss table,
+    or None when the line is not a row of it (the table has ended)."""
     cells = _unprefixed(text).strip().strip(b"|").split(sep)
     if len(cells) != len(cols) or not cells[0].strip().isdigit():
         return None
-    out: list[Any] = [None, None, None, None, None]
+    out: list[Any] = [None, None, None, None, None, None]
     for cell, k in zip(cells, cols):
         cell = cell.strip()
         v = num(cell)
         if v is None and cell.lower() not in (b"no log", b""):
             return None
-        if k is not None:
+        if k == 5:
+            out[5] = cell.decode("ascii") if v is not None and math.isfinite(v) else None
+        elif k is not None:
             out[k] = v
     if out[0] is not None:
         out[0] = int(out[0])

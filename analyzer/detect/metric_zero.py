@@ -42,6 +42,7 @@ BLOWN_RECENT = 3        # ... within this many records before them: the weights 
 ROUNDED_DROP = 0.01     # a loss printed as 0.000 right after one at least this: it fell below the print precision
 PERFECT_EARLY = 3       # zeros with 100% training accuracy from at most this many records after the start ...
 PERFECT_SHARE = 0.8     # ... on this share of the zero records: trivial or leaked targets (loss-suspicious)
+COLLAPSE_RECORDS = 4    # fp16: at most this many records between the last loss at half its level and the zeros
 
 
 def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
@@ -77,11 +78,36 @@ def nan_hidden(t: MetricTracker, finite_recs: list[Record]) -> list[Anomaly]:
         return []
     med, prev = _median([r.loss for r in before[:-1]] or [before[0].loss]), before[-1].loss  # type: ignore[misc]
     if med < 0.1 or prev < (0.25 if many else 0.5) * med:   # type: ignore[operator]
-        return []       # it was already falling towards 0: a collapse, judged elsewhere
+        return fp16_collapse(t, before, zeros)  # it was already falling towards 0: a collapse, unless fp16 says NaN
     spike = prev >= th.zero_spike_factor * med    # type: ignore[operator]
     return [Anomaly("nan_hidden", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
         "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(prev), "last_at": before[-1].at,
         "median": fmt(med), "spike": f"{prev / med:.1f}" if spike and med else None})]  # type: ignore[operator]
+
+
+def fp16_collapse(t: MetricTracker, before: list[Record], zeros: list[Record]) -> list[Anomaly]:
+    """In an fp16 run, a loss that plunges from its level to exactly 0 within COLLAPSE_RECORDS records and then prints
+    exactly 0 on >= 2 x zero_min_records records, inside the first epoch, with no zero grad_norm beside the zeros: the
+    half-precision forward overflowed (4-bit + fp16 LoRA, a model trained in bf16 run in fp16) and the loss is NaN
+    written as 0, or a degenerate output whose loss underflows to 0. A model that learns its way down on unseen data
+    (first epoch) never reaches an exact 0; a fall that takes many records, or zeros after the first epoch (a small
+    dataset memorised), stay with the fall and memorisation checks."""
+    th = t.th
+    if (not t.fp16 or len(zeros) < 2 * th.zero_min_records or len(before) < FP16_BEFORE or any(r.rounded for r in zeros)
+            or (zeros[0].epoch is not None and zeros[0].epoch >= 1.0)):
+        return []
+    level = _median([r.loss for r in before[:FP16_BEFORE]])  # type: ignore[misc]
+    if level < th.fall_from:
+        return []
+    k = len(before)
+    while k > 0 and before[k - 1].loss < 0.5 * level:  # type: ignore[operator]
+        k -= 1
+    if k == 0 or len(before) - k > COLLAPSE_RECORDS:
+        return []       # the fall to 0 took many records: a curve, not a break
+    high = before[k - 1]
+    return [Anomaly("zero_fp16", "nan-loss", "error", zeros[0].line, zeros[-1].line, zeros[0].step, len(zeros), {
+        "at": zeros[0].at, "records": len(zeros), "last_loss": fmt(high.loss), "last_at": high.at,
+        "level": fmt(level), "between": len(before) - k})]
 
 
 def rounded_zero(t: MetricTracker, fin: list[Record], i: int) -> list[Anomaly]:

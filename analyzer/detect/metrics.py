@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import Record, is_flat_reward, is_perfect_accuracy, is_poor_accuracy, is_rl_line, is_rounded_zero_loss, keras_epoch, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_parse import PLAN_EPOCHS, PLAN_STEPS, Record, is_flat_reward, is_perfect_accuracy, is_poor_accuracy, is_rl_line, is_rounded_zero_loss, keras_epoch, parse_line, regexes, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_guard import GATES as GUARD_GATES, new_guard, scan_guard
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
@@ -109,6 +109,8 @@ class MetricTracker:
         self.fp16 = False                  # the run uses fp16 mixed precision (from its configuration lines)
         self._head_bytes = 0
         self._table: Optional[tuple[bytes, list[Optional[int]], bool]] = None   # a loss table being read
+        self.plan_epochs: Optional[int] = None       # the run plan's "Num Epochs = N" ...
+        self.plan_steps: Optional[int] = None        # ... and "Total (optimization) steps = N"
 
     # ---------------------------------------------------------------- feeding
     def add(self, line: int, parsed: tuple, bar_step: Optional[int] = None, rl: bool = False,
@@ -193,6 +195,8 @@ class MetricTracker:
             scan_guard(self, lines, view, line_base)
         if search_raw(R.verflow_raw, R.VERFLOW, view) or search_raw(R.verflow_up_raw, R.VERFLOW_UP, view):
             scan_overflows(self, lines, view, line_base)
+        if self.plan_steps is None and b"Num Epochs = " in view:
+            self._plan(view)
         if self._table is not None or b"Training Loss" in view or b"training loss" in view:
             self._tables(lines, view, line_base)
         if b"[batch=" in view and b"Train loss/train/" in view:
@@ -339,12 +343,25 @@ class MetricTracker:
             if self._table is not None and text.strip(b" \t\r"):    # a blank line (a CR's echo) goes on
                 parsed = table_row(text, self._table[0], self._table[1])
                 if parsed is not None:
-                    self.add(ln, parsed, rl=self._table[2])
+                    step, loss, grad, lr, epoch, ev = parsed
+                    if epoch is None and step is not None and self.plan_steps and self.plan_epochs:
+                        epoch = step / self.plan_steps * self.plan_epochs
+                    self.add(ln, (step, loss, grad, lr, epoch), rl=self._table[2])
+                    if ev is not None and len(self.evals) < _MAX_EVALS:
+                        self.evals.append((ln, ev))
                 else:
                     self._table = None
             if self._table is None:
                 self._table = table_columns(text)
             pos, ln = le + 1, ln + 1
+
+    def _plan(self, view: bytes) -> None:
+        """The run plan the Trainer (and Unsloth's banner) prints before the first step: epochs and total steps."""
+        e, n = PLAN_EPOCHS.search(view), PLAN_STEPS.search(view)
+        if e is not None and n is not None:
+            epochs, steps = int(e.group(1).replace(b",", b"")), int(n.group(1).replace(b",", b""))
+            if epochs > 0 and steps > 0:
+                self.plan_epochs, self.plan_steps = epochs, steps
 
     # ---------------------------------------------------------------- summary
     def records(self) -> list[Record]:
@@ -365,6 +382,8 @@ class MetricTracker:
             d.update(last_step=self.last_step, last_line=last.line)
             if last.grad_norm is not None:
                 d["last_grad_norm"] = last.grad_norm if math.isfinite(last.grad_norm) else str(last.grad_norm)
+        if self.grad_seen and self.grad_zero == self.grad_seen:
+            d["grad_norm_zero"] = self.grad_seen     # every logged grad_norm was 0: records that show it
         if self.nonfinite:
             d["nonfinite"] = self.nonfinite
         if self.overflows:

@@ -85,7 +85,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
         from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
-        from llmtriage.detect.metric_creep import loss_creep   # deferred: as above
+        from llmtriage.detect.metric_creep import graded_creep, loss_creep   # deferred: as above
         from llmtriage.detect.metric_gap import train_eval_gap   # deferred: as above
         from llmtriage.detect.metric_overfit import eval_rising   # deferred: as above
         from llmtriage.detect.metric_chance import eval_at_chance   # deferred: as above
@@ -117,6 +117,7 @@ class TrainingObserver:
         anomalies += guard_skips(self.metrics, anomalies)
         anomalies += validation_perfect(self.metrics, anomalies)
         anomalies += loss_creep(self.metrics, anomalies)
+        anomalies += graded_creep(self.metrics, anomalies)
         anomalies += train_eval_gap(self.metrics, anomalies)
         anomalies += eval_rising(self.metrics, anomalies)
         anomalies += eval_at_chance(self.metrics, anomalies)

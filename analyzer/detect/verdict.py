@@ -359,7 +359,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
                     evidence["line"] if status == "crashed" and evidence else None, tuple(e.line for e in exceptions),
                     rules_by_id)
     corroborate(findings, lang)
-    explain_metric(findings, lang)
+    explain_metric(findings, lang, report.extra.get("metrics"))
     metric_outranks_warning(findings, status, lang)
     _settled(findings, scanner, lang)
     nan_passed(findings, scanner, status, lang)
