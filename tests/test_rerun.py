@@ -51,3 +51,37 @@ def test_a_file_viewer_repeated_is_no_rerun():
             + RUN2.split("\n", 1)[1])
     rep = llmtriage.analyze(text)
     assert rep.extra["death"]["line"] == 7
+
+
+ATTEMPT1 = (
+    "+ python train.py --max_epochs 400\n"
+    "Epoch 6: 100%|##########| 62/62 [00:02<00:00, 24.55it/s, loss=0.221]\n"
+    "Epoch 7: 100%|##########| 62/62 [00:02<00:00, 24.43it/s, loss=0.210]\n"
+    "/var/spool/slurmd/job48213/slurm_script: line 14: 118842 Killed                  python train.py --max_epochs 400\n"
+)
+ATTEMPT2 = (
+    "+ python train.py --max_epochs 400 --resume_from_checkpoint ckpt/epoch=7.ckpt\n"
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 136, in main\n'
+    "    trainer.fit(model, train_loader, val_loader)\n"
+    '  File "/venv/lib/python3.7/site-packages/torch/serialization.py", line 620, in _load\n'
+    "    deserialized_objects[key]._set_from_file(f, offset, f_should_read_directly)\n"
+    "RuntimeError: unexpected EOF, expected 8 more bytes. The file might be corrupted.\n"
+)
+
+
+def test_a_job_script_traced_again_is_a_later_attempt():
+    """`set -x` traces the script's command once per run: a second trace after a death starts a later attempt,
+    and when that attempt dies too, its failure (not the earlier kill) is the one to fix now."""
+    rep = llmtriage.analyze(ATTEMPT1 + ATTEMPT2)
+    errs = _errors(ATTEMPT1 + ATTEMPT2)
+    assert rep.extra["death"]["line"] == 11
+    assert errs[0].category == "checkpoint-corrupt"
+    assert all(f.line > 5 for f in errs)
+
+
+def test_a_traced_different_command_keeps_the_first_death():
+    """A later traced command of another program (an evaluation script) is not a rerun of the one that died."""
+    other = ATTEMPT2.replace("+ python train.py --max_epochs 400", "+ python evaluate.py", 1)
+    rep = llmtriage.analyze(ATTEMPT1 + other)
+    assert rep.extra["death"]["line"] == 4
