@@ -141,6 +141,8 @@ class TrainingObserver:
             from llmtriage.detect.caught_repeat import caught_repeats   # deferred: as above
             anomalies += caught_repeats(self.caught, self.metrics.records(), anomalies)
         findings.extend(to_findings(anomalies, findings, self.lang))
+        from llmtriage.detect.new_keys_trained import new_keys_trained   # deferred: as above
+        new_keys_trained(findings, self.metrics.records(), self.head.number("vocab"), self.lang)
         # start-up cues (detect/head_cues.py), each only when no error finding (an earlier one's included) explains the run
         records = self.metrics.records()
         for judge_head in (lambda: untrained_start(self.head, records, findings, self.lang),
