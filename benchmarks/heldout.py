@@ -11,12 +11,14 @@ error finding has the labelled category, and a log labelled `none` has no error 
     python benchmarks/heldout.py -v                 # and every miss
     python benchmarks/heldout.py --json out.json    # per-log results, for diffing two engines
     python benchmarks/heldout.py --diff a.json b.json   # logs whose result changed
+    python benchmarks/heldout.py --grep 'TCPStore|rendezvous' --json sub.json   # only logs whose text matches
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -41,10 +43,16 @@ def judge(path: Path) -> tuple[str, str]:
     return (errors[0].category if errors else "none"), (rep.extra.get("action") or "none")
 
 
-def score(root: Path = HERE) -> dict:
-    """Per-log results and per-batch counts: {"logs": {rel: {...}}, "batches": {name: [ok, total]}}."""
-    out: dict = {"logs": {}, "batches": {}}
+def score(root: Path = HERE, grep: str | None = None) -> dict:
+    """Per-log results and per-batch counts: {"logs": {rel: {...}}, "batches": {name: [ok, total]}}.
+
+    With `grep`, only the logs whose text (decoded leniently) matches that regex are scored: a quick
+    regression check over the logs a change can touch."""
+    out: dict = {"logs": {}, "batches": {}, "grep": grep}
+    pat = re.compile(grep) if grep else None
     for batch, path, want, action in cases(root):
+        if pat and not pat.search(path.read_bytes().decode("utf-8", "replace")):
+            continue
         got, got_action = judge(path)
         ok = got == want
         rel = str(path.relative_to(root))
@@ -83,17 +91,27 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--json", type=Path, help="write per-log results here")
     ap.add_argument("--diff", nargs=2, type=Path, metavar=("A", "B"), help="compare two --json outputs")
+    ap.add_argument("--grep", metavar="REGEX", help="score only the logs whose text matches REGEX")
     args = ap.parse_args()
     if args.diff:
-        a, b = (json.loads(p.read_text())["logs"] for p in args.diff)
-        for rel in sorted(set(a) | set(b)):
+        ja, jb = (json.loads(p.read_text()) for p in args.diff)
+        a, b = ja["logs"], jb["logs"]
+        rels = set(a) | set(b)
+        if ja.get("grep") or jb.get("grep"):   # a subset run: compare the logs both sides scored
+            rels = set(a) & set(b)
+            print(f"(subset: {len(rels)} logs scored on both sides)")
+        for rel in sorted(rels):
             ra, rb = a.get(rel), b.get(rel)
             if ra is None or rb is None or ra["got"] != rb["got"]:
                 tag = "FIXED" if rb and rb["ok"] and not (ra and ra["ok"]) else \
                       "BROKE" if ra and ra["ok"] and not (rb and rb["ok"]) else "moved"
                 print(f"{tag:6s} {rel}: {ra and ra['got']} -> {rb and rb['got']} (want {(rb or ra)['want']})")
         return 0
-    res = score(args.root)
+    try:
+        res = score(args.root, args.grep)
+    except re.error as exc:
+        print(f"heldout.py: bad --grep regex: {exc}", file=sys.stderr)
+        return 2
     _summary(res, args.verbose)
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))
