@@ -25,6 +25,13 @@ def test_isolated_nan_records_followed_by_finite_losses_are_survived():
     assert not [f for f in rep.findings if f.severity == "error"]
 
 
+def test_a_question_pasted_after_the_records_is_no_record():
+    # the tracker reads `loss = nan` in the pasted question as a record; a comment line is not one
+    losses = ["0.33", "nan", "0.25", "0.15", "0.23", "0.35", "0.27", "0.31", "0.26"]
+    text = HEAD + _records(losses) + "# some loss = nan, is it rational? (training continues)\n"
+    assert not _errors(text)
+
+
 def test_nan_that_sticks_stays_an_error():
     losses = ["0.33", "0.30", "0.29", "0.27", "nan", "nan", "nan", "nan", "nan", "nan", "nan"]
     assert [f.category for f in _errors(HEAD + _records(losses))][:1] == ["nan-loss"]

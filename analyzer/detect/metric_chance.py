@@ -15,9 +15,9 @@ trained at all (no-grad); fallen, the parameters do train and what fails is that
 pairs - a wrong starting model or wrong pairs, which no category of the taxonomy names (unknown, as the
 verdict's init-world-incomplete reading; the finding still says what was seen and what to check).
 
-Reads the evaluation records the tracker keeps (`MetricTracker.evals` and the rows they were printed on):
-the accuracy is the evaluation accuracy printed on the same row as the loss (HF Trainer's `eval_accuracy`,
-TRL's `eval_rewards/accuracies`, `val_acc`). Conservative: >= MIN_EVALS evaluations with both numbers, all
+Reads the evaluation records the tracker keeps (`MetricTracker.evals`) and the task metrics printed on the same
+rows (metric_task.task_series): the accuracy is the evaluation accuracy printed beside the loss (HF Trainer's
+`eval_accuracy`, TRL's `eval_rewards/accuracies`, `val_acc`). Conservative: >= MIN_EVALS evaluations with both numbers, all
 in their bands, >= MIN_RECORDS training records between the first and the last evaluation with more than one
 step; not a series that printed the same evaluation twice only (`metric-eval-loss-frozen` reads identical
 values), no error already found. A reward model that starts at 0.693 / 0.5 and improves leaves the bands.
@@ -25,11 +25,10 @@ values), no error already found. A reward model that starts at 0.693 / 0.5 and i
 from __future__ import annotations
 
 import math
-import re
-from typing import Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt
 from llmtriage.detect.metrics import MetricTracker, finite
+from llmtriage.detect.metric_task import task_series
 
 MIN_EVALS = 6        # evaluations, all at chance
 MIN_RECORDS = 5      # training records between the first and the last of them
@@ -38,27 +37,26 @@ LOSS_BAND = 0.01     # |loss - ln 2| at most this
 LN2 = math.log(2.0)
 TRAIN_FALL = 0.1     # the training loss fell by more than this share of its first value: the model trains
 
-# the evaluation accuracy on an evaluation row: 'eval_accuracy': 0.5096, "eval_rewards/accuracies": 0.5,
-# eval/accuracy=0.49, val_acc: 0.51 (a percentage above 1 is divided by 100)
-_ACC = re.compile(rb"(?i)\b(?:eval|val|valid|validation|test)[_/](?:rewards/)?acc(?:uracy|uracies)?['\"]?\s*[:=]\s*"
-                  rb"([0-9]*\.?[0-9]+)")
 
 
-def _accuracy(row: bytes) -> Optional[float]:
-    m = _ACC.search(row)
-    if m is None:
-        return None
-    v = float(m.group(1))
-    return v / 100.0 if 1.0 < v <= 100.0 else v
+def _accuracies(t: MetricTracker) -> dict[int, float]:
+    """line -> the evaluation accuracy printed on that evaluation row (metric_task's task series: HF Trainer's
+    `eval_accuracy`, TRL's `eval_rewards/accuracies`, `val_acc`); a percentage above 1 is divided by 100."""
+    out: dict[int, float] = {}
+    for name, series in task_series(t).items():
+        if name.split("/")[-1].startswith("acc"):
+            for line, v in series:
+                out.setdefault(line, v / 100.0 if 1.0 < v <= 100.0 else v)
+    return out
 
 
 def eval_at_chance(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     if t.sampled or any(a.severity == "error" for a in found) or len(t.evals) < MIN_EVALS:
         return []
-    rows = dict(t.eval_rows)
+    accs_at = _accuracies(t)
     pairs: list[tuple[int, float, float]] = []     # (line, loss, accuracy)
     for line, value in t.evals:
-        acc = _accuracy(rows.get(line, b""))
+        acc = accs_at.get(line)
         try:
             loss = float(value)
         except ValueError:

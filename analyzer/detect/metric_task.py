@@ -17,9 +17,9 @@ from typing import Optional
 from llmtriage.detect.metric_detect import Anomaly
 from llmtriage.detect.metrics import MetricTracker
 
-# name, value: `'eval_accuracy': 0.91`, `"eval_cer": "0.41"`, `val_acc=0.5`
-_TASK = re.compile(rb"""['"]?\b(?:eval|val|validation)[_/](acc(?:uracy)?|f1|exact_match|bleu|rouge[\w]{0,6}|cer|wer)['"]?"""
-                   rb"""\s*[:=]\s*['"]?([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)""")
+# name, value: `'eval_accuracy': 0.91`, `"eval_cer": "0.41"`, `val_acc=0.5`, TRL's `eval_rewards/accuracies`
+_TASK = re.compile(rb"""['"]?\b(?:eval|val|valid|validation|test)[_/]((?:rewards/)?acc(?:uracy|uracies)?|f1|exact_match|bleu"""
+                   rb"""|rouge[\w]{0,6}|cer|wer)['"]?\s*[:=]\s*['"]?([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)""")
 _LOWER_IS_BETTER = {"cer", "wer"}
 WORSE = 0.25            # the metric moved the wrong way by at least this share of its first value
 MIN_EVALS = 3           # ... over at least this many evaluations

@@ -214,8 +214,9 @@ class VerdictObserver:
 
     def finish(self, report: Any, findings: list[Any]) -> Optional[list[Any]]:
         scan = self.scan
+        metrics = next((o.metrics for o in scan.observers if isinstance(o, TrainingObserver)), None)
         return judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id,
-                     getattr(scan.ruleset, "taxonomy", None), scan.engine)
+                     getattr(scan.ruleset, "taxonomy", None), scan.engine, metrics)
 
 
 # (rl_rollout_garbage before rl_length_cap: a collapse from one record to the next is a broken weight sync; the

@@ -345,9 +345,10 @@ def _stalled(findings: list[Finding], scanner: Scanner, status: str, lang: Optio
 
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
           scanner: Scanner, lang: Optional[str], rules_by_id: dict[str, Any],
-          taxonomy: Optional[dict[str, str]] = None, engine: Any = None) -> list[Finding]:
+          taxonomy: Optional[dict[str, str]] = None, engine: Any = None, metrics: Any = None) -> list[Finding]:
     """Status, fatality, the unknown finding, ranking and actions; returns the sorted findings.
-    `engine`: its active rules are the nearest-failure index (detect/nearest.py)."""
+    `engine`: its active rules are the nearest-failure index (detect/nearest.py); `metrics`: the scan's
+    metric tracker (detect/metrics.py), where a TrainingObserver ran."""
     status, evidence = status_of(scanner, exceptions, exc, report.lines)
     rerun = evidence.pop("rerun", 0) if evidence else 0
     report.extra["status"] = status
@@ -362,7 +363,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     explain_metric(findings, lang, report.extra.get("metrics"))
     metric_outranks_warning(findings, status, lang)
     _settled(findings, scanner, lang)
-    nan_passed(findings, scanner, status, lang)
+    nan_passed(findings, metrics, scanner, status, lang)
     _stalled(findings, scanner, status, lang)
     request_never_answered(findings, scanner, verdict_spec().get("dropped_request"), lang)
     init_incomplete(findings, scanner, verdict_spec().get("init_incomplete"), lang)
