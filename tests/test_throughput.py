@@ -425,6 +425,12 @@ def test_single_request_decode_rates_from_llama_cpp_ollama_fastchat_and_tgi():
     assert _run(tgi, train_start=None)[1][0].numbers["decode"] == "0.6667"
     assert _run(tgi.replace('"1.5s"', '"25.3ms"'), train_start=None)[1] == []     # ~40 tokens/s
     assert _run(llama.replace("  0.", " 40.").replace(" 0.", " 4"), train_start=None)[1] == []
+    # llama.cpp's sampler timing is not decoding: a 0.6 tokens/s eval stays the reading beside a fast sampler
+    sampler = "".join(f"llama_print_timings:      sample time =    58.92 ms /    76 runs   (    0.78 ms per token,  1289.87 tokens per second)\n"
+                      f"llama_print_timings:        eval time = 126666.67 ms /    76 runs   ( 1666.67 ms per token,     {r} tokens per second)\n"
+                      for r in (0.6, 0.5))
+    t, [a] = _run(sampler, train_start=None)
+    assert [x for x, _ in t.decode] == [0.6, 0.5] and a.severity == "error"
     # requests running and nothing decoded is a stalled engine (a collective hung): not called slowness
     stalled = "".join(f"INFO 11-04 14:43:{i:02d} [loggers.py:127] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
                       f"tokens/s, Running: 212 reqs, Waiting: 0 reqs\n" for i in range(4))

@@ -90,7 +90,11 @@ def test_readings_hovering_around_the_bound_with_none_busy_count_by_their_median
     assert underused([_snap(u) for u in (34, 31, 38, 29, 36)], THRESHOLDS)
     # one busy reading (> low_ceiling), or too few readings above low_util: no evidence
     assert underused([_snap(24), _snap(31), _snap(24), _snap(45)], THRESHOLDS) == []
-    assert underused([_snap(35), _snap(33), _snap(31)], THRESHOLDS, steps_before=10) == []
+    # one to three readings of a steadily training job, none above low_ceiling: 38% or 31% is as starved as 30%
+    assert underused([_snap(35), _snap(33), _snap(31)], THRESHOLDS, steps_before=10)
+    assert underused([_snap(38)], THRESHOLDS, steps_before=10)
+    assert underused([_snap(45), _snap(33), _snap(31)], THRESHOLDS, steps_before=10) == []
+    assert underused([_snap(38, 92)], THRESHOLDS, steps_before=10) == []
 
 
 def test_vllm_throughput_benchmark_with_more_tensor_parallel_gpus_no_faster():

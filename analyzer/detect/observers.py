@@ -35,6 +35,7 @@ class TrainingObserver:
         from llmtriage.detect.alloc_retries import AllocRetries   # deferred: as above
         from llmtriage.detect.bar_decay import BarRates   # deferred: as above
         from llmtriage.detect.caught_repeat import CaughtExceptions   # deferred: as above
+        from llmtriage.detect.throughput_stated import StatedSpeeds   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -50,6 +51,7 @@ class TrainingObserver:
         self.alloc_retries = AllocRetries()
         self.bar_rates = BarRates()
         self.caught = CaughtExceptions()
+        self.stated = StatedSpeeds()
         self._ends_nl = True
         from llmtriage.detect.head_cues import HeadCues   # deferred: as above
         self.head = HeadCues()
@@ -71,6 +73,7 @@ class TrainingObserver:
         self.alloc_retries.feed(lines, line_base)
         self.bar_rates.feed(lines, line_base)
         self.caught.feed(lines, line_base)
+        self.stated.feed(lines, line_base)
         self.head.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -137,6 +140,8 @@ class TrainingObserver:
             anomalies += self.scaling.detect()
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.mfu.detect()
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.stated.detect()
         if not any(f.severity == "error" for f in findings):
             from llmtriage.detect.caught_repeat import caught_repeats   # deferred: as above
             anomalies += caught_repeats(self.caught, self.metrics.records(), anomalies)

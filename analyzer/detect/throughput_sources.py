@@ -134,9 +134,9 @@ class Series:
 
 def decode_rate(seg: bytes) -> Optional[float]:
     """One request's generation rate in tokens/s read from a server's or CLI's timing line, or None
-    (a prompt-processing line, or no rate)."""
+    (a prompt-processing line, llama.cpp's sampler timing, or no rate)."""
     m = _DECODE.search(seg)
-    if m is None or b"prompt eval" in seg[:m.end()]:
+    if m is None or b"prompt eval" in seg[:m.end()] or b"sample time" in seg[:m.end()]:
         return None
     if m.group(4) is not None:
         per = float(m.group(4)) * {b"ms": 1e-3, b"s": 1.0}.get(m.group(5), 1e-6)

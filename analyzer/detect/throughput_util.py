@@ -6,13 +6,13 @@ A snapshot is underused when every GPU in it is at or below `low_util` (30%). Tw
     step after step), or none above `low_ceiling` (40%) (a run slow from its first step hovers around
     30-40%: 24%, 31%, 24%, 31% or 34%, 31%, 38%, 29%, 36%; a training step keeps a GPU busy well over half of
     the sample period, so four readings in a row none above 40% are a starved GPU, not noise);
-  * one to three snapshots during training, each underused, with at least `low_min_steps` training
-    records (progress bars, timers) before the first: the user looked at the GPUs while the job was
-    training steadily and every GPU sat at or below 30%. A training step keeps a GPU busy well over
+  * one to three snapshots during training, every GPU in them at or below `low_ceiling` (40%), with at least
+    `low_min_steps` training records (progress bars, timers) before the first: the user looked at the GPUs
+    while the job was training steadily and every GPU sat at or below 40% (31%, 38%). A training step keeps a GPU busy well over
     half of the sample period, so one such reading of a running job is already the evidence a user
     pastes (CPU-bound augmentation, a single data worker, eager MoE expert loops, I/O). A snapshot
     taken before the first step is warm-up (model loading, tokenisation) and never counts, and a
-    snapshot in which any GPU is busy (> low_util) is no evidence: some ranks are working.
+    snapshot in which any GPU is busy (> low_ceiling) is no evidence: some ranks are working.
 Idle snapshots (<= idle_util on most GPUs) are judged by throughput.py before this.
 """
 from __future__ import annotations
@@ -37,8 +37,10 @@ def underused(snaps: list[Snap], th: Thresholds, steps_before: int = 0) -> list[
         # low_util, some above it, but none is busy
         peaks = [max(r[0] for r in s) for s in snaps]
         return snaps if max(peaks) <= th.low_ceiling else []
-    if snaps and len(low) == len(snaps) and steps_before >= LOW_MIN_STEPS:
-        return low
+    # a lone reading or two: every GPU at or below low_ceiling (a steady training step keeps a GPU busy well over
+    # half of the sample period; 31% or 38% on the only snapshot a user pasted is the same starved GPU as 30%)
+    if snaps and all(r[0] <= th.low_ceiling for s in snaps for r in s) and steps_before >= LOW_MIN_STEPS:
+        return snaps
     return []
 
 
