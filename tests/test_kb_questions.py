@@ -260,6 +260,19 @@ than the answer ("Xinference最新版本启动加载模型很容易崩溃" was G
 the Blackwell arch rules, "The training hangs ... 100% GPU utilization" on throughput). The synonyms alone moved two titles;
 the tags moved four more. Left alone: words that would only fit one title (the model type in "KeyError: 'qwen2'",
 the typo "sturck").
+Session k53 (no new titles, scoring only): a category-evidence term. Each rule now gains CATEGORY_WEIGHT (0.05) times
+the sum of the scores of its category's 2nd and 3rd best rules (CATEGORY_DEPTH 3; kb/search.py), so cause words that
+several rules of one category share outweigh a model, project or GPU name that one rule elsewhere carries in a tag or
+an example. Measured with the rows split by crc32(url) % 2 into a tune half (1299 rows) and a check half (1266 rows):
+tune 1050 -> 1052, check 1016 -> 1021; all 2565 rows 2066 -> 2073 = 0.808 (zh 778 -> 780/996 = 0.783, en 1288 ->
+1293/1569 = 0.824), the k52 batch 80 -> 81/137. Larger weights gain more on both halves (0.2 over the best four
+runners-up: tune 1064, check 1027, all 2091/2565 = 0.815, zh 788, en 1303, k52 batch 86/137) but put "保存模型没有权限"
+on hub-auth (its five rules all match the 权限 synonym's expansion) above filesystem-error; 0.06 is the largest weight
+at depth 3 that keeps it. Tried and not kept: an IDF over categories instead of rules (query terms weighted by
+log(37 / categories holding the term), mixed with the plain weight at 0-0.7): lost 25-469 titles on every setting, on
+both halves; capping the category term at 0.2-0.4 (kept only 2-7 titles of the gain); scaling it by category size
+(fewer rules, more weight: lost on both halves at power 0.5, gained less at 0.25); counting only the query's own words, not synonym
+expansions, for the runners-up (2049). Floors unchanged.
 """
 from pathlib import Path
 

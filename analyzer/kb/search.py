@@ -14,6 +14,9 @@ Ranking (`search`) combines three signals over one document per rule (English an
     as substrings, ignoring spaces, the longest first);
   * the engine itself run over the query text, so a pasted error line or traceback ranks the rule
     that would fire on it first (strongest signal), plus raw regex hits of each rule's patterns.
+Then each rule gains a share (CATEGORY_WEIGHT) of the scores of its category's next best rules, so the
+cause words that several rules of one category share outweigh a model, project or GPU name that one rule
+elsewhere carries in a tag or an example.
 """
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ BONUS_PATTERN = 0.8         # one of its regexes matches the query (requires/unl
 BONUS_ID = 3.0              # the query is the rule's id or an alias
 BONUS_TAG = 0.4             # the query equals a tag / keyword / title (any language)
 BONUS_PHRASE = 0.2          # a tag or keyword occurs in the query, or the query in the title
+CATEGORY_WEIGHT = 0.05      # times the sum of the category's 2nd..CATEGORY_DEPTH-th best scores, added to its rules
+CATEGORY_DEPTH = 3
 _PRIOR_ROLE = {"cause": 1.0, "symptom": 0.9}
 _PRIOR_SEVERITY = {"error": 1.0, "warning": 0.93, "info": 0.88}
 _SPACE = re.compile(r"\s+")
@@ -185,7 +190,7 @@ class SearchIndex:
         top = max(text_scores, default=0.0)
         found, raw = self._engine_hits(query)
         q = " ".join(query.lower().split())
-        results = []
+        scored = []
         for d, ts in zip(self.docs, text_scores):
             rid = d.rule["id"]
             score = ts / top if top > 0 else 0.0
@@ -207,9 +212,21 @@ class SearchIndex:
             if q == rid or q in (a.lower() for a in d.rule.get("aliases") or ()):
                 score += BONUS_ID
                 signals.append("id")
+            scored.append((d, score, signals))
+        # category evidence: a title's cause words usually match several rules of the cause's category,
+        # while a model, project or hardware name matches one rule (its example or tag) elsewhere, so
+        # each rule gains a share of the scores of its category's runners-up.
+        by_cat: dict[str, list[float]] = {}
+        for d, score, _ in scored:
+            if score > 0:
+                by_cat.setdefault(d.rule["category"], []).append(score)
+        cat_bonus = {c: CATEGORY_WEIGHT * sum(sorted(v, reverse=True)[1:CATEGORY_DEPTH]) for c, v in by_cat.items()}
+        results = []
+        for d, score, signals in scored:
+            score += cat_bonus.get(d.rule["category"], 0.0)
             if score <= 0.05:
                 continue
-            results.append({"rule_id": rid, "category": d.rule["category"], "title": d.rule["title"],
+            results.append({"rule_id": d.rule["id"], "category": d.rule["category"], "title": d.rule["title"],
                             "score": round(score, 3), "severity": d.rule["severity"], "role": d.rule["role"],
                             "signals": signals})
         results.sort(key=lambda r: (-r["score"], r["role"] != "cause", r["rule_id"]))
