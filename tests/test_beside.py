@@ -85,3 +85,36 @@ def test_pip_failing_for_another_package_keeps_its_category():
     _, rep = _top(PIP_NONE.format(pkg="flash-attn==2.5.8") + NO_MODULE)
     pip = next(f for f in rep.findings if f.rule_id == "pip-resolution-impossible")
     assert pip.category == "dependency-mismatch" and pip.judgement is None
+
+
+PEER_ERR = ("node-51:7307{n}:7318{n} [{n}] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer "
+            "{peer}<3794{n}> with error 12, opcode 2, len 1, vendor err 129\n")
+STEPS = "".join(f"{{'loss': {2.0 - 0.1 * i:.2f}, 'learning_rate': 1e-05, 'epoch': {0.1 * i:.2f}}}\n" for i in range(1, 6))
+
+
+def test_ib_completion_errors_of_several_processes_toward_one_peer_replace_that_node():
+    log = STEPS + "".join(PEER_ERR.format(n=n, peer="10.1.0.48") for n in (0, 2, 5))
+    top, rep = _top(log)
+    assert top.rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "replace-node"
+    assert "same peer address" in rep.extra["action_reason"]
+
+
+def test_ib_completion_errors_toward_two_peers_or_from_one_process_stay_retry():
+    two_peers = STEPS + "".join(PEER_ERR.format(n=n, peer=p) for n, p in ((0, "10.1.0.48"), (2, "10.1.0.48"),
+                                                                        (5, "10.1.0.48"), (6, "10.1.0.63")))
+    top, rep = _top(two_peers)
+    assert top.rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "retry"
+    one_proc = STEPS + PEER_ERR.format(n=3, peer="10.1.0.48") * 4
+    top, rep = _top(one_proc)
+    assert top.rule_id == "nccl-ib-fabric-error" and rep.extra["action"] == "retry"
+
+
+def test_a_watchdog_at_the_default_timeout_when_a_longer_one_was_asked_for_is_a_fix():
+    cmd = "torchrun --nproc_per_node 8 train.py --deepspeed ds_z3.json --ddp_timeout {t} --bf16 --do_train\n"
+    top, rep = _top(cmd.format(t=18000) + STEPS + WATCHDOG)
+    assert top.rule_id == "nccl-watchdog-timeout" and rep.extra["action"] == "fix"
+    assert "default timeout" in rep.extra["action_reason"]
+    for log in (cmd.format(t=1800) + STEPS + WATCHDOG, STEPS + WATCHDOG,
+                cmd.format(t=18000) + STEPS + WATCHDOG.replace("1800000)", "18000000)")):
+        top, rep = _top(log)
+        assert top.rule_id == "nccl-watchdog-timeout" and "default timeout" not in rep.extra["action_reason"]

@@ -897,6 +897,26 @@ def test_grad_norm_climbing_with_the_loss_is_an_explosion_and_either_alone_is_no
     assert run(down + [3.2] * 59, flat_g + climb_g) == []            # the gradients grow, the loss stays low
 
 
+
+def test_grad_norm_growing_by_orders_of_magnitude_is_an_explosion_even_with_a_steady_loss():
+    from llmtriage.detect.metric_drift import grad_runaway
+
+    def run(losses, grads):
+        t = _tracker(_hf(losses, grads))
+        return grad_runaway(t, D.detect(t))
+
+    steady = [round(2.0 - 0.01 * i, 3) for i in range(32)]
+    climb = [0.3] * 4 + [round(0.3 * 1.9 ** i, 3) for i in range(1, 29)]     # to ~1e7, still doubling
+    [a] = run(steady, climb)
+    assert a.kind == "grad_runaway" and a.category == "nan-loss" and a.severity == "error"
+    assert float(a.numbers["grad_to"]) >= 1000 * float(a.numbers["grad_from"])
+    spike = [0.5] * 10 + [2e5, 3e4, 40.0] + [0.6] * 19                       # one spike that settles
+    assert run(steady, spike) == []
+    assert run(steady, [4e4 + 100 * (i % 3) for i in range(32)]) == []      # large but stable
+    plateau = [0.3] * 8 + [round(0.3 * 3 ** i, 1) for i in range(1, 9)] + [2000.0] * 16   # grew, then levelled off
+    assert run(steady, plateau) == []
+    assert run(steady, [round(1.0 * 1.08 ** i, 3) for i in range(32)]) == []  # ~10x over the run: not orders
+
 def test_loss_tripled_by_the_first_update_of_a_loaded_model_and_never_back_is_a_divergence():
     from llmtriage.detect.metric_drift import first_update_jump
 

@@ -63,6 +63,48 @@ def grad_climb(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
         "grad_from": fmt(g0), "grad_to": fmt(g1), "grad_factor": round(g1 / g0), "factor": round(level / low.loss, 1)})]  # type: ignore[operator]
 
 
+
+# metric-grad-norm-runaway: the gradient norm grows by orders of magnitude and is still growing at the end,
+# whatever the loss does. RL losses (pg_loss) move by design and hide nothing, and under clipping a supervised
+# loss can stay put for a while, so `grad_climb` (which wants the loss to climb too) stays silent; a norm a
+# thousand times its early level that still rose tenfold over the last quarter is no healthy run's. A norm
+# that spiked and settled (the last quarter's median is low again), or one that is large from the start and
+# stays large (no growth against the first quarter), is left alone.
+RUNAWAY_MIN_RECORDS = 12
+# the last quarter's median norm: at least this x the first quarter's ...
+RUNAWAY_FACTOR = 1000.0
+# ... at least this x the quarter before it (still climbing, not a level it settled at) ...
+RUNAWAY_STILL = 10.0
+# ... and at least this large in absolute terms (a tiny early norm growing to an ordinary one is not it)
+RUNAWAY_MIN = 1000.0
+
+
+def grad_runaway(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
+    """The anomaly when, over >= RUNAWAY_MIN_RECORDS records with a finite grad_norm, the median norm of the
+    last quarter is >= RUNAWAY_FACTOR x that of the first quarter, >= RUNAWAY_STILL x that of the quarter
+    before it and >= RUNAWAY_MIN, and the last norm is not below that median; for RL records too; nothing
+    when another detector already names an error or the records were sampled."""
+    if t.sampled or any(a.severity == "error" for a in found):
+        return []
+    recs = [r for r in t.records() if r.grad_norm is not None and finite(r.grad_norm)]
+    n = len(recs)
+    if n < RUNAWAY_MIN_RECORDS:
+        return []
+    k = max(3, n // 4)
+    g0 = _median([abs(r.grad_norm) for r in recs[:k]])  # type: ignore[arg-type]
+    g_prev = _median([abs(r.grad_norm) for r in recs[-2 * k:-k]])  # type: ignore[arg-type]
+    g1 = _median([abs(r.grad_norm) for r in recs[-k:]])  # type: ignore[arg-type]
+    if g0 is None or g_prev is None or g1 is None or g0 <= 0 or g_prev <= 0:
+        return []
+    last = recs[-1]
+    if g1 < RUNAWAY_MIN or g1 < RUNAWAY_FACTOR * g0 or g1 < RUNAWAY_STILL * g_prev or abs(last.grad_norm) < g1:  # type: ignore[arg-type]
+        return []
+    first = recs[0]
+    return [Anomaly("grad_runaway", "nan-loss", "error", first.line, last.line, first.step, n, {
+        "grad_from": fmt(g0), "first_at": first.at, "grad_prev": fmt(g_prev), "grad_to": fmt(g1),
+        "grad_last": fmt(last.grad_norm), "at": last.at, "records": n, "quarter": k,
+        "grad_factor": fmt(g1 / g0)})]
+
 # metric-loss-jumped-after-first-update: the first records hold the loss the loaded weights give; the
 # jump must come within this many records after the first one ...
 FIRST_JUMP_WITHIN = 3

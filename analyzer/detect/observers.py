@@ -27,6 +27,7 @@ class TrainingObserver:
         from llmtriage.detect.throughput import ThroughputTracker   # deferred: as above
         from llmtriage.detect.xla_compile import XlaCompileTracker   # deferred: as above
         from llmtriage.detect.step_breakdown import StepBreakdownTracker   # deferred: as above
+        from llmtriage.detect.comm_share import CommShareTracker   # deferred: as above
         from llmtriage.detect.step_waits import StepWaitTracker   # deferred: as above
         from llmtriage.detect.throughput_scaling import ScalingTracker   # deferred: as above
         from llmtriage.detect.mfu import MfuTracker   # deferred: as above
@@ -43,6 +44,7 @@ class TrainingObserver:
         self.throughput = ThroughputTracker()
         self.xla = XlaCompileTracker()
         self.breakdown = StepBreakdownTracker()
+        self.comm = CommShareTracker()
         self.waits = StepWaitTracker()
         self.scaling = ScalingTracker()
         self.mfu = MfuTracker()
@@ -65,6 +67,7 @@ class TrainingObserver:
         self.throughput.feed(lines, view, line_base)
         self.xla.feed(lines, line_base)
         self.breakdown.feed(lines, line_base)
+        self.comm.feed(lines, line_base)
         self.waits.feed(lines, line_base)
         self.scaling.feed(lines, line_base)
         self.mfu.feed(lines, line_base)
@@ -84,7 +87,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_flat_exact import exact_flat   # deferred: as above
         from llmtriage.detect.metric_epoch_repeat import epoch_repeat   # deferred: as above
         from llmtriage.detect.metric_task import task_worsens   # deferred: as above
-        from llmtriage.detect.metric_drift import first_update_jump, grad_climb   # deferred: as above
+        from llmtriage.detect.metric_drift import first_update_jump, grad_climb, grad_runaway   # deferred: as above
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
         from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
@@ -116,6 +119,7 @@ class TrainingObserver:
         anomalies += lr_dead(self.metrics, anomalies)
         anomalies += lr_tiny(self.metrics, anomalies)
         anomalies += grad_climb(self.metrics, anomalies)
+        anomalies += grad_runaway(self.metrics, anomalies)
         anomalies += first_update_jump(self.metrics, anomalies)
         anomalies += guard_skips(self.metrics, anomalies)
         anomalies += validation_perfect(self.metrics, anomalies)
@@ -134,6 +138,8 @@ class TrainingObserver:
         anomalies += bar_decay(self.bar_rates, anomalies)
         anomalies += self.xla.detect()
         anomalies += self.breakdown.detect()
+        if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
+            anomalies += self.comm.detect()   # (a slowdown already named says it)
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
             anomalies += self.waits.detect(recs[0].line if recs else None)   # (a slowdown already named says it)
         if not any(a.category == "throughput-low" and a.severity == "error" for a in anomalies):
