@@ -319,6 +319,7 @@ def test_detector_texts_are_complete():
     # interrupted_wait (detect/interrupted_wait): one entry per reading, each a complete text of its own
     nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm",
                                    "collective": "verdict-interrupted-in-collective",
+                                   "tp_workers": "verdict-interrupted-waiting-tp-workers",
                                    "collective_pinned_stop": "verdict-stopped-while-gpus-pinned",
                                    "collective_stalled": "verdict-stalled-first-step-gpus-pinned"}}
     assert set(texts) == set(RULE_IDS) | set(verdict_ids) | set(nested)

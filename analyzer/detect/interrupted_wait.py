@@ -12,6 +12,11 @@ in rules/verdict.yaml `interrupted_wait`, texts in rules/detectors.yaml `interru
   advanced before the interrupt, and the log shows the fact that explains such a stall (`seen`: a
   container's /dev/shm of a few MB, where DataLoader workers and NCCL's shared-memory transport block).
 
+`tp_workers` is a serving engine's driver interrupted in ray.get while a set-up frame of its own
+(`functions_above`: vLLM's _init_workers_ray, _init_cache) waited for its tensor-parallel workers: the
+workers never came back from initialising the GPUs together. An unrecognised error printed after that
+interrupt (Ray's "worker died unexpectedly" for the workers the Ctrl-C stopped) is its teardown.
+
 A `blocked` entry without `frames` reads the innermost frames alone: `collective` (a distributed job whose
 interrupted stack waits in collective code, torch.distributed, DeepSpeed's comm, Megatron's grad sync, with
 no training step logged and, when the log dates it, a silence of at least `min_gap_s` before the ^C) is a
@@ -27,7 +32,7 @@ from typing import Any, Optional
 
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
 from llmtriage.detect.scanner import Scanner
-from llmtriage.detect.spec import compiled
+from llmtriage.detect.spec import compiled, tr
 from llmtriage.engine.logwindow import parse_times
 from llmtriage.findings import ExceptionInfo, Finding
 
@@ -42,6 +47,9 @@ def _blocked(exc: ExceptionInfo, entry: dict[str, Any]) -> Optional[str]:
         return None
     if entry.get("functions") and not compiled(entry["functions"]).search(exc.frames[-1].function or ""):
         return None     # (reading a response that is arriving: a slow download, not a request never answered)
+    if entry.get("functions_above") and not any(compiled(entry["functions_above"]).search(fr.function or "")
+                                                 for fr in exc.frames):
+        return None     # (a frame of the caller's own set-up step: waiting at start-up, not while serving)
     if not entry.get("frames"):
         return deep[-1]     # (the innermost frame itself is the wait: a collective)
     client = compiled(entry["frames"])
@@ -89,9 +97,15 @@ def _finding(key: str, values: dict[str, str], line: int, lang: Optional[str]) -
 
 def interrupted_wait(findings: list[Finding], exceptions: list[ExceptionInfo], scanner: Scanner, status: str,
                      spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
-    if not spec or status == "finished" or any(f.severity == "error" for f in findings):
+    if not spec or status == "finished":
         return
     interrupts = [e for e in exceptions if e.type.rsplit(".", 1)[-1] == "KeyboardInterrupt"]
+    if any(f.severity == "error" for f in findings):
+        # (an unrecognised error printed only after the user's interrupt is the teardown it caused: Ray's
+        # "worker died unexpectedly" for the workers the Ctrl-C stopped; any other error stands)
+        first = min((e.line for e in interrupts), default=0)
+        if not first or any(f.severity == "error" and (f.line < first or f.category != "unknown") for f in findings):
+            return
     for entry in spec.get("blocked", ()):
         if not _gated(entry, scanner):
             continue
@@ -103,7 +117,10 @@ def interrupted_wait(findings: list[Finding], exceptions: list[ExceptionInfo], s
                 findings.append(_finding(entry["texts"], {"client": client, "file": inner.file,
                                                           "function": inner.function or "",
                                                           "gap": f"{gap / 60:.0f}" if gap else ""}, exc.line, lang))
+                _after_interrupt(findings, exc.line, spec, lang)
                 return
+    if any(f.severity == "error" for f in findings):
+        return
     if not interrupts and not any(s in scanner.seen for s in spec.get("interrupt_seen", ())):
         return      # (the user's ^C, a launcher's "Received SIGINT")
     for entry in spec.get("stalled", ()):
@@ -113,25 +130,39 @@ def interrupted_wait(findings: list[Finding], exceptions: list[ExceptionInfo], s
             return
 
 
+def _after_interrupt(findings: list[Finding], line: int, spec: dict[str, Any], lang: Optional[str]) -> None:
+    """Unrecognised errors after the interrupt at `line` are the teardown it caused: warnings."""
+    reason = spec.get("teardown_reason")
+    for f in findings:
+        if f.severity == "error" and f.category == "unknown" and f.line > line:
+            f.judgement = {"context": "after-interrupt", "severity_was": f.severity,
+                           "reason": tr(reason, lang) if reason else ""}
+            f.severity = "warning"
+
+
 def stopped_while_pinned(findings: list[Finding], scanner: Scanner, spec: Optional[dict[str, Any]],
                          lang: Optional[str]) -> None:
     """A distributed job whose progress stopped, then nvidia-smi (pasted after the last progress line) showed its GPUs
     at 100% utilisation, and a stop from outside (a user's scancel or Ctrl-C, `kills`) ended it: the ranks were
     spinning in a collective that never completed, and the stop only ended the hang (spec: verdict.yaml
-    interrupted_wait `pinned_stop`)."""
+    interrupted_wait `pinned_stop`). With no error at all, the user's own interrupt (`interrupt_seen`) after the
+    pinned GPUs is that stop."""
     entry = (spec or {}).get("pinned_stop")
     if not entry or not _gated(entry, scanner):
         return
     errors = [f for f in findings if f.severity == "error"]
     kills = [f for f in errors if f.category in entry["categories"] and not compiled(entry["unless"]).search(f.evidence)]
-    if not kills or any(f.category not in entry["categories"] for f in errors):
+    if errors and (not kills or any(f.category not in entry["categories"] for f in errors)):
         return
-    kill, progress = kills[0], scanner.last_progress_before(kills[0].line)
+    if not kills and not any(m in scanner.seen for m in entry.get("interrupt_seen", ())):
+        return      # (no error at all: only the user's own interrupt, after the pinned GPUs, ended the hang)
+    end = kills[0].line if kills else 1 << 62
+    progress = scanner.last_progress_before(end) if kills else scanner.last_progress
     pinned = compiled(entry["pinned"])
     # (after the last progress line the log shows; a bar whose lines are no progress marker dates nothing)
-    at = next((n for n, raw in scanner.rows(progress + 1) if n < kill.line
+    at = next((n for n, raw in scanner.rows(progress + 1) if n < end
                and pinned.search(raw.decode("utf-8", "replace"))), 0)
-    if not at:
+    if not at or (not kills and not progress):
         return
     findings.append(_finding(entry["texts"], {"line": str(progress) if progress else "", "at": str(at)},
                              progress or at, lang))

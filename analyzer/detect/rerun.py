@@ -6,6 +6,10 @@ prompt with the command typed after it; a command typed again after a death of i
 new run, and when that run dies too, the earlier death is history: the error the user faces now is the
 last run's. The verdict then leaves the earlier deaths out of the status and turns the earlier run's
 error findings into warnings (context `earlier-run`).
+
+Two traces of one launcher that name different node ranks (`torchrun --node_rank 1 ...` then `--node_rank 0`,
+accelerate's `--machine_rank`, `NODE_RANK=`) are not a rerun: they are the nodes of one multi-node job, whose
+outputs were pasted one after the other (`tail` of each node's file); they ran at the same time.
 """
 from __future__ import annotations
 
@@ -29,6 +33,14 @@ def _key(command: str) -> Optional[str]:
     return " ".join(parts[:2])
 
 
+def _node(node_arg, command: str) -> Optional[str]:
+    """The node rank a launch command names (None: it names none)."""
+    if node_arg is None:
+        return None
+    hit = node_arg.search(command)
+    return hit.group("node") if hit else None
+
+
 def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
     """The line of the last command typed again after a death of its earlier run, with a death after it
     (0: none). `deaths`: (line, name, text) of the deaths the status weighs."""
@@ -36,7 +48,9 @@ def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
     if not spec or not deaths:
         return 0
     skip = compiled(spec["not_programs"])
+    node_arg = compiled(spec["node_identity"]) if spec.get("node_identity") else None
     first_seen: dict[str, int] = {}
+    first_node: dict[str, Optional[str]] = {}
     best = 0
     for line, _, text in sorted(scanner.hits.get("rerun", ())):
         hit = compiled(spec["command"]).search(text)
@@ -44,7 +58,11 @@ def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
         key = _key(cmd)
         if key is None or skip.search(key):
             continue
+        node = _node(node_arg, cmd)
         earlier = first_seen.setdefault(key, line)
+        first_node.setdefault(key, node)
+        if node is not None and first_node[key] is not None and node != first_node[key]:
+            continue                                    # another node of the same job, not a rerun
         if earlier < line and any(earlier < d[0] < line for d in deaths) and any(d[0] > line for d in deaths):
             best = line
     return best

@@ -59,6 +59,8 @@ from llmtriage.detect.rerun import earlier_run, last_rerun
 from llmtriage.detect.hccl_roster import name_missing_ranks
 from llmtriage.detect.input_growth import input_grew_before_oom
 from llmtriage.detect.prelude_finish import run_end_seen
+from llmtriage.detect.rank_left import rank_left_early
+from llmtriage.detect.hccl_skew import peer_arrived_late
 from llmtriage.detect.yield_unknown import promote_covering, yield_unknown
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
@@ -118,11 +120,22 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
     if alive:
         line, name, text = alive[0]
         return "crashed", {"line": line, "name": name, "evidence": text, **({"rerun": rerun} if rerun else {})}
-    # a finish followed by a new run that made progress ended an earlier run of the log, not the log
-    if last_finish and not last_finish < scanner.last("start") < scanner.last_progress:
+    # a finish followed by a new run that made progress ended an earlier run of the log, not the log; nor did it
+    # end the log when a command typed again after it (a shell prompt) was interrupted before any progress
+    if last_finish and not last_finish < scanner.last("start") < scanner.last_progress \
+            and not _interrupted_rerun(scanner, exceptions, last_finish):
         line, name, text = max(scanner.finishes())
         return "finished", {"line": line, "name": name, "evidence": text}
     return "running", None
+
+
+def _interrupted_rerun(scanner: Scanner, exceptions: list[ExceptionInfo], last_finish: int) -> bool:
+    """A command typed at a shell prompt after the finish at `last_finish`, then a KeyboardInterrupt with no
+    progress after that command: the log's last run was stopped by the user while it started, not finished."""
+    typed = [h[0] for h in scanner.hits.get("rerun", ()) if h[0] > last_finish and h[1] == "shell-command"]
+    if not typed or scanner.last_progress > typed[-1]:
+        return False
+    return any(e.line > typed[-1] and e.type.rsplit(".", 1)[-1] == "KeyboardInterrupt" for e in exceptions)
 
 
 def _handled(line: int, scanner: Scanner, last_death: int = 0) -> bool:
@@ -435,6 +448,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     interrupted_wait(findings, exceptions, scanner, status, verdict_spec().get("interrupted_wait"), lang)
     stopped_while_pinned(findings, scanner, verdict_spec().get("interrupted_wait"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
+    peer_arrived_late(findings, scanner, verdict_spec().get("hccl_skew"), lang)
     installed_yet_missing(findings, exceptions, scanner, verdict_spec().get("installed_yet_missing"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)
     name_missing_ranks(findings, scanner, verdict_spec().get("hccl_roster"), lang)
@@ -442,6 +456,8 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     findings.sort(key=Finding.sort_key)
     bar_outlasts_timeout(findings, scanner, verdict_spec().get("bar_outlasts_timeout"))
     seen = run_end_seen(scanner, status)
+    if rank_left_early(findings, scanner, verdict_spec().get("rank_left_early")):
+        seen = seen | {verdict_spec()["rank_left_early"]["fact"]}
     for f in findings:
         f.action, f.action_reason = action_for(f, seen, lang, rules_by_id, report.extra.get("phase"),
                                                report.extra.get("throughput"))
