@@ -21,6 +21,13 @@ And when the job's final exception, or a cause in its chain, repeats the recover
 after 60000ms while trying to connect to (host, port)" and "retrying", the retry times out the same way, and
 torchrun dies of RendezvousConnectionError whose cause is that DistNetworkError. Whatever the death's own
 wrapper says, the retried error is what it died of.
+
+And when the job died of nothing but symptoms (every error finding's role says the cause is elsewhere: a
+client that "can't reach the vLLM server", a launcher's child failure) while the only cause the log holds was
+judged recovered because other work went on after it (`symptom_contexts`, context `symptom-death`): `trl
+vllm-serve` rejected by an older TRL CLI ("invalid choice: 'vllm-serve'"), then the trainer in another process
+waits for the server that never started and dies. The job did not recover from it; it is what the symptom
+points at.
 """
 from __future__ import annotations
 
@@ -100,3 +107,18 @@ def death_repeats(findings: list[Finding], exc: Optional[ExceptionInfo], status:
     if not named:
         return
     _restore(min(named, key=lambda f: f.line), "retried-then-died", tr(spec["chain_reason"], lang, line=exc.line))
+
+
+def symptom_death_recovered(findings: list[Finding], spec: Optional[dict[str, Any]], lang: Optional[str]) -> None:
+    if not spec or "symptom_contexts" not in spec:
+        return
+    errors = [f for f in findings if f.severity == "error"]
+    if not errors or any(f.role != "symptom" for f in errors):
+        return
+    first = min(f.line for f in errors)
+    contexts = set(spec["symptom_contexts"])
+    named = [f for f in findings if f.judgement and f.judgement.get("context") in contexts
+             and f.judgement.get("severity_was") == "error" and f.role == "cause" and f.line < first]
+    if not named:
+        return
+    _restore(max(named, key=lambda f: f.line), "symptom-death", tr(spec["symptom_reason"], lang, line=first))

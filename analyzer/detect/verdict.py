@@ -38,7 +38,8 @@ from llmtriage.detect.exit_crash import exit_after_completion, retried_until_thr
 from llmtriage.detect.spec import action_spec, compiled as _rx, tr, verdict_spec
 from llmtriage.detect.accounting import memory_at_limit
 from llmtriage.detect.interrupted_save import resumed_interrupted_save
-from llmtriage.detect.named_by_death import death_repeats, recovered_named_by_death, retries_exhausted
+from llmtriage.detect.named_by_death import (death_repeats, recovered_named_by_death, retries_exhausted,
+                                             symptom_death_recovered)
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
 from llmtriage.detect.bar_timeout import bar_outlasts_timeout
@@ -439,6 +440,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     recovered_named_by_death(findings, verdict_spec().get("named_by_death"), lang)
     retries_exhausted(findings, scanner, verdict_spec().get("named_by_death"), lang)
     death_repeats(findings, exc, status, verdict_spec().get("named_by_death"), lang)
+    symptom_death_recovered(findings, verdict_spec().get("named_by_death"), lang)
     resumed_interrupted_save(findings, scanner, verdict_spec().get("interrupted_save"), lang)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
