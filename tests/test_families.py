@@ -622,3 +622,8 @@ def test_an_attribute_read_before_the_constructor_set_it_is_no_version_gap():
     for code, stack in (("it = sched.dataset_iter", calls), ("if self.dataset_iter is None:", calls[:1] + calls[2:])):
         names = [s[2] for s in shape_cues("AttributeError", msg, [f, f], code, stack)]
         assert "AttributeError on the class's own state" not in names
+    # read in the constructor itself: an attribute a base class or a build step was to set (a release gap)
+    names = [s[2] for s in shape_cues("AttributeError", "'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'",
+                                      ["/py/deepspeed/ops/adam/cpu_adam.py"], "self.ds_opt_adam.create_adam(self.opt_id)",
+                                      ["/app/train.py <module>", "/py/deepspeed/ops/adam/cpu_adam.py __init__"])]
+    assert "AttributeError on the class's own state" not in names

@@ -26,6 +26,9 @@ from llmtriage.findings import Finding
 
 _KEEP_RUNS = 64
 _KEEP_VALUES = 512
+# candidate lines read at most: a benchmark pasted run after run prints a few hundred; a log with more (a training or
+# serving log printing tokens/s on every step) is not one, and the tracker stops reading it (bounded cost)
+_MAX_LINES = 4096
 # a shell prompt before a command that starts a run
 _COMMAND = re.compile(rb"(?:^|[\s)~/\w])[$#>] +(?:[A-Z_]+=\S+ +)*(?:python[0-9.]*|torchrun|accelerate|deepspeed|bash|sh|"
                       rb"vllm|llama-bench|llama-cli|\./\S+)\s")
@@ -53,6 +56,8 @@ class DecodeSpeedGapTracker(EndJudged):
         self.lang = getattr(engine, "lang", None)
         self.runs: list[_Run] = [_Run(1)]
         self._fallback: Optional[list["re.Pattern[bytes]"]] = None
+        self._any: Optional["re.Pattern[bytes]"] = None
+        self.read = 0           # candidate lines read; past _MAX_LINES the log is not a benchmark
 
     def _warning_rxs(self) -> list["re.Pattern[bytes]"]:
         if self._fallback is None:
@@ -60,33 +65,52 @@ class DecodeSpeedGapTracker(EndJudged):
             self._fallback = [re.compile(p.encode()) for p in spec.get("fallback") or ()]
         return self._fallback
 
+    def _gate(self) -> "re.Pattern[bytes]":
+        if self._any is None:
+            parts = [rb"[$#>] +(?:[A-Z_]+=\S+ +)*(?:python|torchrun|accelerate|deepspeed|bash|sh|vllm|llama-|\./)", rb"tok"]
+            self._any = re.compile(b"|".join(parts + [rx.pattern for rx in self._warning_rxs()]))
+        return self._any
+
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
-        if b"tok" not in view and b"$ " not in view and b"# " not in view and b"not installed" not in view \
-                and b"fail" not in view and b"not available" not in view:
+        if self.read > _MAX_LINES:
             return
         rxs = self._warning_rxs()
-        for i, line in enumerate(view.split(b"\n")):
-            if _COMMAND.search(line) is not None:
-                if len(self.runs) < _KEEP_RUNS:
-                    self.runs.append(_Run(line_base + i))
+        pos, line_no, end = 0, line_base, -1
+        for g in self._gate().finditer(view):
+            if g.start() <= end:            # (a line is read once, at its first candidate)
                 continue
-            run = self.runs[-1]
-            if not run.values:
-                hit = next(((k, m) for k, rx in enumerate(rxs) if (m := rx.search(line)) is not None), None)
-                if hit is not None:
-                    run.warnings.setdefault(hit[0], (line_base + i, hit[1].group(0).decode("utf-8", "replace")[:120]))
-                    continue
-            if b"tok" not in line or any(s in line for s in _SERVING):
-                continue
-            m = _SPEED.search(line)
-            if m is not None and len(run.values) < _KEEP_VALUES:
-                value = float(m.group(1) or m.group(2))
-                if value > 0:
-                    run.values.append(value)
+            start = view.rfind(b"\n", 0, g.start()) + 1
+            end = view.find(b"\n", g.start())
+            end = len(view) if end < 0 else end
+            line_no += view.count(b"\n", pos, start)
+            pos = start
+            self.read += 1
+            if self.read > _MAX_LINES:
+                return
+            self._line(view[start:end], line_no, rxs)
+
+    def _line(self, line: bytes, line_no: int, rxs: list["re.Pattern[bytes]"]) -> None:
+        if _COMMAND.search(line) is not None:
+            if len(self.runs) < _KEEP_RUNS:
+                self.runs.append(_Run(line_no))
+            return
+        run = self.runs[-1]
+        if not run.values:
+            hit = next(((k, m) for k, rx in enumerate(rxs) if (m := rx.search(line)) is not None), None)
+            if hit is not None:
+                run.warnings.setdefault(hit[0], (line_no, hit[1].group(0).decode("utf-8", "replace")[:120]))
+                return
+        if b"tok" not in line or any(s in line for s in _SERVING):
+            return
+        m = _SPEED.search(line)
+        if m is not None and len(run.values) < _KEEP_VALUES:
+            value = float(m.group(1) or m.group(2))
+            if value > 0:
+                run.values.append(value)
 
     def finding(self, findings: list[Finding]) -> Optional[Finding]:
         spec = verdict_spec().get("decode_speed_gap")
-        if not spec or any(f.severity == "error" for f in findings):
+        if not spec or self.read > _MAX_LINES or any(f.severity == "error" for f in findings):
             return None
         least, factor = int(spec["min_values"]), float(spec["factor"])
         runs = [(r, median(r.values)) for r in self.runs if len(r.values) >= least]

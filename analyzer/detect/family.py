@@ -101,13 +101,15 @@ _MISSING = re.compile(r"object has no attribute '(\w+)'")
 
 
 def read_before_init(message: str, code: str, innermost_file: str, calls: list[str]) -> bool:
-    """Whether "'<Class>' object has no attribute '<a>'" was raised on a line reading `self.<a>` while a constructor
-    of the same file was on the stack (ROLL's DynamicSamplingScheduler.__init__ calling a method that reads
+    """Whether "'<Class>' object has no attribute '<a>'" was raised on a line reading `self.<a>`, in a method that a
+    constructor of the same file called (ROLL's DynamicSamplingScheduler.__init__ calling a method that reads
     self.dataset_iter before assigning it): the object read its own state before its constructor set it."""
     m = _MISSING.search(message)
     if m is None or not innermost_file or not re.search(r"\bself\." + m.group(1) + r"\b", code):
         return False
-    return f"{innermost_file} __init__" in calls
+    # (read in the constructor itself, the attribute is one a base class or a build step was to set: Florence-2's
+    # config reading self.forced_bos_token_id that another transformers release sets, DeepSpeedCPUAdam's op handle)
+    return bool(calls) and not calls[-1].endswith(" __init__") and f"{innermost_file} __init__" in calls[:-1]
 
 
 def scores(text: str, shapes: Iterable[tuple[str, int, str]] = ()) -> list[tuple[int, str, list[str]]]:
