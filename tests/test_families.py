@@ -364,9 +364,9 @@ def test_every_shape_is_well_formed_and_re2_safe():
     for s in spec["shapes"]:
         assert s["family"] in cats and s["weight"] in (-4, -3, -2, -1, 1, 2, 3, 4) and s["name"], s
         assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost", "own_class",
-                          "code", "code_unless", "below_entry"}, s
+                          "code", "code_unless", "below_entry", "within"}, s
         assert any(s.get(k) for k in ("type", "message", "frames", "innermost")), s
-        for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless"):
+        for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless", "within"):
             if s.get(k):
                 re2.compile(s[k])
 
@@ -572,3 +572,58 @@ def test_an_attribute_missing_on_the_runs_own_arguments_is_no_version_gap():
            "    self.model.merge()\nAttributeError: 'LlamaForCausalLM' object has no attribute 'merge'\n")
     _, top = _top(lib)
     assert (top.rule_id, top.category) == ("unknown", "dependency-mismatch")
+
+
+def _dataset_fetch_crash(headline: str, getitem_file: str = "/ws/LLaVA/llava/train/train.py") -> str:
+    return "\n".join([
+        "{'loss': 0.9298, 'learning_rate': 2.56e-06, 'epoch': 0.0}",
+        "Traceback (most recent call last):",
+        '  File "/ws/LLaVA/llava/train/train_mem.py", line 13, in <module>',
+        "    train()",
+        '  File "/py/site-packages/torch/utils/data/_utils/fetch.py", line 51, in fetch',
+        "    data = [self.dataset[idx] for idx in possibly_batched_index]",
+        f'  File "{getitem_file}", line 680, in __getitem__',
+        "    image = load_image(os.path.join(image_folder, image_file))",
+        f'  File "{getitem_file}", line 610, in load_image',
+        "    return Image.open(path).convert('RGB')",
+        '  File "/py/site-packages/PIL/Image.py", line 3243, in open',
+        '    fp = builtins.open(filename, "rb")',
+        headline, ""])
+
+
+def test_a_file_missing_while_a_dataset_fetches_a_sample_is_a_data_defect():
+    # the annotations name an image the data folder holds under another extension; the fetcher is four frames up
+    _, top = _top(_dataset_fetch_crash(
+        "FileNotFoundError: [Errno 2] No such file or directory: '/ws/data/ocr_vqa/images/782118577.jpg'"))
+    assert top.rule_id == "unknown" and top.category == "data-corrupt"
+
+
+def test_a_weights_file_missing_under_a_dataset_keeps_no_data_reading():
+    # a dataset that loads a tokenizer or a checkpoint in __getitem__: the shape does not read it as a sample
+    from llmtriage.detect.family import shape_cues
+    calls = ["/app/train.py <module>", "/app/data.py __getitem__"]
+    for msg in ("[Errno 2] No such file or directory: '/ws/ckpt/encoder.safetensors'",
+                "[Errno 2] No such file or directory: '/ws/models/llama/tokenizer.model'"):
+        assert "data-corrupt" not in [s[0] for s in shape_cues("FileNotFoundError", msg, ["/app/data.py"], "", calls)]
+    # nor is a file missing outside any Dataset fetch
+    calls = ["/app/train.py <module>", "/app/train.py main"]
+    assert shape_cues("FileNotFoundError", "[Errno 2] No such file or directory: '/ws/a.jpg'", ["/app/train.py"], "", calls) == []
+
+
+def test_an_attribute_read_before_the_constructor_set_it_is_no_version_gap():
+    # a Ray actor's __init__ calls its own method, which reads self.dataset_iter before __init__ assigns it
+    from llmtriage.detect.family import shape_cues
+    msg = "'DynamicSamplingScheduler' object has no attribute 'dataset_iter'"
+    f = "/ws/ROLL/roll/distributed/scheduler/generate_scheduler.py"
+    calls = ["/ws/ROLL/start.py <module>", f"{f} __init__", f"{f} get_next_dataset_item"]
+    got = dict((s[2], s[1]) for s in shape_cues("AttributeError", msg, [f, f], "if self.dataset_iter is None:", calls))
+    assert got.get("AttributeError on the class's own state") == -2
+    # the same error from a caller's object (not self), or with no constructor of that file on the stack, keeps its reading
+    for code, stack in (("it = sched.dataset_iter", calls), ("if self.dataset_iter is None:", calls[:1] + calls[2:])):
+        names = [s[2] for s in shape_cues("AttributeError", msg, [f, f], code, stack)]
+        assert "AttributeError on the class's own state" not in names
+    # read in the constructor itself: an attribute a base class or a build step was to set (a release gap)
+    names = [s[2] for s in shape_cues("AttributeError", "'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'",
+                                      ["/py/deepspeed/ops/adam/cpu_adam.py"], "self.ds_opt_adam.create_adam(self.opt_id)",
+                                      ["/app/train.py <module>", "/py/deepspeed/ops/adam/cpu_adam.py __init__"])]
+    assert "AttributeError on the class's own state" not in names

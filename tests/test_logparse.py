@@ -350,3 +350,27 @@ def test_a_frames_source_line_is_kept_when_a_prefix_took_its_indent():
     for prefix in ("", "[rank0]: ", "2025-11-18T09:02:11.402812345Z "):
         exc = llmtriage.analyze("".join(prefix + ln + "\n" for ln in tb.splitlines())).exception
         assert exc is not None and exc.frames[-1].code == "assert torch.isnan(p).sum() == 0", prefix
+
+
+def test_a_ray_wrappers_remote_traceback_gives_the_remote_exception():
+    # RayActorError's message names the remote call; the actor's frames and its own exception follow headerless
+    log = """Traceback (most recent call last):
+  File "/app/train_ppo_ray.py", line 91, in train
+    ray.get(engines[0].generate.remote("ping"))
+  File "/py/site-packages/ray/_private/worker.py", line 864, in get_objects
+    raise value
+ray.exceptions.RayActorError: The actor died because of an error raised in its creation task, ray::LLMRayActor.__init__() (pid=42301, ip=10.42.0.17, actor_id=1e0f, repr=<LLMRayActor object at 0x7f>)
+  File "/app/openrlhf/trainer/ray/vllm_engine.py", line 37, in __init__
+    self.llm = vllm.LLM(*args, **kwargs)
+  File "/py/site-packages/vllm/config.py", line 579, in __init__
+    raise RuntimeError("No supported device detected.")
+RuntimeError: No supported device detected.
+"""
+    p = _feed(log)
+    head = p.headline()
+    assert (head.type, head.message, head.line) == ("RuntimeError", "No supported device detected.", 11)
+    assert [f.function for f in head.frames] == ["__init__", "__init__"]
+    assert head.chain and "RayActorError" in head.chain[0]
+    # a wrapper with no remote frames after it stays the headline, and a logger line after it is not an exception
+    p = _feed("\n".join(log.splitlines()[:6] + ["Status: Job failed", "INFO: shutting down"]) + "\n")
+    assert p.headline().type == "ray.exceptions.RayActorError" and len(p.exceptions) == 1

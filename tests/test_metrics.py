@@ -315,7 +315,9 @@ def test_detector_texts_are_complete():
                    "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
                    "interrupted_save": "verdict-resumed-interrupted-save", "loss_above_uniform": "metric-loss-above-uniform",
                    "world_shortfall": "verdict-world-smaller-than-requested",
-                   "init_incomplete": "verdict-init-world-incomplete"}
+                   "init_incomplete": "verdict-init-world-incomplete",
+                   "eval_no_metrics": "metric-eval-without-metrics",
+                   "decode_speed_gap": "metric-decode-speed-fallback-kernel"}
     # interrupted_wait (detect/interrupted_wait): one entry per reading, each a complete text of its own
     nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm",
                                    "collective": "verdict-interrupted-in-collective",

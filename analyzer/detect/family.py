@@ -38,25 +38,29 @@ def _families() -> dict[str, Any]:
         _COMPILED["shapes"] = [
             (s["family"], int(s["weight"]), s["name"],
              *(re.compile(s[k], re.IGNORECASE if k != "type" else 0) if s.get(k) else None
-               for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless")), bool(s.get("own_class")),
-             bool(s.get("below_entry")))
+               for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless", "within")),
+             bool(s.get("own_class")), bool(s.get("below_entry")))
             for s in spec.get("shapes") or ()]
     return _COMPILED
 
 
-def shape_cues(exc_type: str, message: str, frame_files: list[str], code: str = "") -> list[tuple[str, int, str]]:
+def shape_cues(exc_type: str, message: str, frame_files: list[str], code: str = "",
+               calls: Iterable[str] = ()) -> list[tuple[str, int, str]]:
     """(family, weight, name) for every `shapes` entry of families.yaml the exception fits: its
     type's last name fully matches `type`, its message contains `message` and not `unless`, one
     of its innermost `frames_deep` frames' files contains `frames`, and the innermost frame's file
     (where it was raised) contains `innermost`, the innermost frame's source line (`code`) contains
     `code` and not `code_unless`, with `own_class` it was raised in the file named after the object's class
     (raised_in_own_class), and with `below_entry` it was raised in another file than the outermost
-    frame's (not in the script that was run) (each when given)."""
+    frame's (not in the script that was run), and `within` matches one of `calls` ("<file> <function>" of every
+    frame, at any depth: raised somewhere below a Dataset's __getitem__) (each when given)."""
     fam = _families()
     short = exc_type.rsplit(".", 1)[-1]
     deep = frame_files[-fam["deep"]:] if frame_files else []
     out = []
-    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, code_rx, code_not, own, below in fam["shapes"]:
+    calls = list(calls)
+    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, code_rx, code_not, within_rx, own, below \
+            in fam["shapes"]:
         if type_rx is not None and not type_rx.fullmatch(short):
             continue
         if msg_rx is not None and not msg_rx.search(message):
@@ -67,9 +71,11 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str], code: str = 
             continue
         if inner_rx is not None and not (deep and inner_rx.search(deep[-1])):
             continue
-        if own and not (deep and raised_in_own_class(message, deep[-1])):
+        if own and not (deep and (raised_in_own_class(message, deep[-1]) or read_before_init(message, code, deep[-1], calls))):
             continue
         if (code_rx is not None and not code_rx.search(code)) or (code_not is not None and code_not.search(code)):
+            continue
+        if within_rx is not None and not any(within_rx.search(c) for c in calls):
             continue
         if below and not (len(frame_files) > 1 and frame_files[0] != frame_files[-1]):
             continue
@@ -89,6 +95,21 @@ def raised_in_own_class(message: str, innermost_file: str) -> bool:
         return False
     stem = re.split(r"[/\\]", innermost_file)[-1].rsplit(".", 1)[0].lower().replace("_", "")
     return stem == m.group(1).lower()     # (DTensorPolicyWorker: dtensor_policy_worker.py)
+
+
+_MISSING = re.compile(r"object has no attribute '(\w+)'")
+
+
+def read_before_init(message: str, code: str, innermost_file: str, calls: list[str]) -> bool:
+    """Whether "'<Class>' object has no attribute '<a>'" was raised on a line reading `self.<a>`, in a method that a
+    constructor of the same file called (ROLL's DynamicSamplingScheduler.__init__ calling a method that reads
+    self.dataset_iter before assigning it): the object read its own state before its constructor set it."""
+    m = _MISSING.search(message)
+    if m is None or not innermost_file or not re.search(r"\bself\." + m.group(1) + r"\b", code):
+        return False
+    # (read in the constructor itself, the attribute is one a base class or a build step was to set: Florence-2's
+    # config reading self.forced_bos_token_id that another transformers release sets, DeepSpeedCPUAdam's op handle)
+    return bool(calls) and not calls[-1].endswith(" __init__") and f"{innermost_file} __init__" in calls[:-1]
 
 
 def scores(text: str, shapes: Iterable[tuple[str, int, str]] = ()) -> list[tuple[int, str, list[str]]]:

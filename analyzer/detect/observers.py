@@ -213,6 +213,21 @@ def rl_rollout_garbage(engine: Any = None) -> Any:
     return RlRolloutGarbageTracker(engine)
 
 
+def eval_no_metrics(engine: Any = None) -> Any:
+    """HF Trainer evaluations that printed only their runtime, never a loss or a metric (detect/eval_no_metrics.py)."""
+    from llmtriage.detect.eval_no_metrics import EvalNoMetricsTracker   # deferred: loads when a scan first asks for it
+
+    return EvalNoMetricsTracker(engine)
+
+
+def decode_speed_gap(engine: Any = None) -> Any:
+    """Benchmark runs of one log where the run that warned of a slow fallback kernel generates far slower than a
+    sibling run (detect/decode_speed_gap.py)."""
+    from llmtriage.detect.decode_speed_gap import DecodeSpeedGapTracker   # deferred: loads when a scan first asks for it
+
+    return DecodeSpeedGapTracker(engine)
+
+
 class VerdictObserver:
     """Status evidence block by block (verdict.Scanner); at the end the verdict (verdict.judge): status,
     survived signatures, the unknown finding, ranking and actions."""
@@ -233,5 +248,6 @@ class VerdictObserver:
 # (rl_rollout_garbage before rl_length_cap: a collapse from one record to the next is a broken weight sync; the
 # length-cap reading, which steps aside when an error is found already, is for completions that grew into the cap)
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
-                                         rl_grad_blowup, rl_rollout_garbage, rl_length_cap]
+                                         rl_grad_blowup, rl_rollout_garbage, rl_length_cap, eval_no_metrics,
+                                         decode_speed_gap]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""

@@ -81,7 +81,8 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         barred = set(spec.get("not_for_exceptions", ())) if f.captures.get("type") else set()
         own = "\n".join([f.evidence, *(exc.chain if exc is not None else ()), asserted(exc)])
         shapes = shape_cues(exc.type, exc.message, [fr.file for fr in exc.frames],
-                            exc.frames[-1].code if exc.frames else "") if exc is not None else []
+                            exc.frames[-1].code if exc.frames else "",
+                            [f"{fr.file} {fr.function}" for fr in exc.frames]) if exc is not None else []
         got = family_of(own, shapes=shapes)
         context = ""
         if got is None or got[0] in barred:   # an opaque headline: the error lines printed just before it (and after)

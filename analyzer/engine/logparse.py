@@ -173,6 +173,10 @@ def split_prefix(line: str) -> Prefix:
 _TB_START = "Traceback (most recent call last)"
 _IGNORED = "Exception ignored in"
 _THREAD = "Exception in thread "      # threading's excepthook: a background thread died, the process goes on
+# Ray's wrapper of a remote task's or actor's failure ("RayActorError: The actor died because of an error raised in
+# its creation task, ray::LLMRayActor.__init__() (pid=42301, ip=...)"): the remote traceback's frames and its own
+# exception follow with no "Traceback" header of their own
+_RAY_REMOTE = re.compile(r"\bray::[\w.<>]+\(\) \(pid=\d+")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
 # IPython / Jupyter frames: "File ~/env/lib/python3.11/site-packages/x/save.py:824, in f(a, b)",
 # "Cell In[12], line 1"; its source lines are numbered, the current one behind an arrow ("--> 824 ...")
@@ -219,6 +223,7 @@ class _TB:
     chain_omitted: int = 0
     ignored: bool = False       # after "Exception ignored in: ...": Python reported it and went on
     thread: bool = False        # after "Exception in thread X:": raised in a background thread
+    remote: bool = False        # the remote part of a Ray wrapper's message: only frames may open it
     # links a handler raised anew after: (line, the link's frames); a link whose frames hold this
     # traceback's innermost frame is a wrapper re-raising in its own except block, not a fallback
     handled: list[tuple[int, frozenset[tuple[str, str]]]] = field(default_factory=list)
@@ -337,6 +342,9 @@ class TracebackParser:
         stripped = text.strip()
         if not stripped:
             return
+        if tb.remote and not tb.frames:      # a Ray wrapper with no remote frames after it: nothing more to read
+            del self._open[key]
+            return
         if _IPY_SOURCE.match(stripped):          # the current line of an IPython frame (its context lines came first)
             if tb.frames:
                 tb.frames[-1].code = stripped.split(None, 2)[-1][:300]
@@ -376,6 +384,11 @@ class TracebackParser:
                 del self.exceptions[:1000]
             self._last_exc[key] = info
             del self._open[key]
+            if _RAY_REMOTE.search(msg):
+                # the remote traceback follows the wrapper: its exception (the failure) is read as the next one
+                chain, omitted = chain_add(info.chain, info.chain_omitted, info.headline[:500])
+                self._open[key] = _TB(start=line_no, chain=chain, last_frame_line=line_no, chain_omitted=omitted,
+                                      remote=True)
             return
         if tb.frames and not tb.frames[-1].code and line_no == tb.last_frame_line + 1:
             tb.frames[-1].code = stripped[:300]     # the source line right under a frame, its indent taken by a prefix
