@@ -11,8 +11,11 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR_ALL = 5443         # of 5820 (5495 at the end of session 40; 5340 of 5654 at the end of session 39)
-MAX_HEALTHY_ALARMS = 5   # 5 at the end of session 40 (m39d-2, m40b-1 and dist30-2 cleared; added: m50c-1/b1-12, a log whose
+FLOOR_ALL = 5632         # of 6084 (5727 at the end of session 41; 5537 of 5868 at the end of session 40)
+MAX_HEALTHY_ALARMS = 8   # 8 at the end of session 41: the 5 below and three healthy probes of p52a the engine still fails
+                         # (p52a-1/b1-10 and b1-12: visdom 'Connection refused' tracebacks beside a training loop whose
+                         # progress lines are not recognised; p52a-2/b2-10: Ray 'worker died' warnings read as a death).
+                         # 5 at the end of session 40 (m39d-2, m40b-1 and dist30-2 cleared; added: m50c-1/b1-12, a log whose
                          # writer halved the loss scale below 1, a real failure signature, and p50h-1/b1-01, an auxiliary
                          # loss printed as 0.000 from the first record, read as masked labels); 6 at the end of sessions 33-39. Since session 23: mq27-1/b1-11 (a flat
                          # loss and a frozen eval loss the batch's own generator wrote); since session 30: m30c-1/b1-12
@@ -26,7 +29,7 @@ MAX_HEALTHY_ALARMS = 5   # 5 at the end of session 40 (m39d-2, m40b-1 and dist30
                          # rec37-2/b2-01 (a loader that falls back to the previous checkpoint is a recovery). Since
                          # session 33: m40b-1/b1-12 (BytePS aborts in its zmq van after the benchmark's final summary, a
                          # native abort at exit with no finish line; measure-only, label debatable)
-FLOOR_ACTION = 5365      # next action equal to the label, among logs whose category is right (5418 of 5495)
+FLOOR_ACTION = 5553      # next action equal to the label, among logs whose category is right (5646 of 5727)
 
 
 def _heldout():
