@@ -30,6 +30,7 @@ FACTOR = 2.0
 MIN_READINGS = 3
 KEEP = 4096            # readings kept per quantity (the first ones)
 MAX_NOTES = 64
+MAX_RUN_LINES = 20000  # job lines read for readings; after that only note lines are looked for (a long log's hot path)
 
 # a note: a line the user added, starting with `#` (not a C preprocessor line, a shebang, an nvidia-smi dmon header)
 _NOTE = re.compile(rb"^\s*#(?![!#])(?!\s*(?:include|define|if|endif|pragma|gpu\b|Date\b|idx\b))")
@@ -82,14 +83,22 @@ class StatedSpeeds:
     def __init__(self) -> None:
         self.notes: dict[str, list[tuple[float, int]]] = {}      # quantity -> [(value, line)]
         self.run: dict[str, list[tuple[float, int, bool]]] = {}  # quantity -> [(value, line, end-of-run summary)]
+        self._run_lines = 0
 
     def feed(self, lines: bytes, line_base: int) -> None:
         if _GATE.search(lines) is None:
+            return
+        full = self._run_lines >= MAX_RUN_LINES
+        if full and b"#" not in lines:
             return
         for i, raw in enumerate(lines.split(b"\n")):
             if len(raw) > 4096 or _GATE.search(raw) is None:
                 continue
             note = _NOTE.match(raw) is not None
+            if not note:
+                if full:
+                    continue
+                self._run_lines += 1
             for q, v in _readings(raw):
                 if note:
                     if sum(map(len, self.notes.values())) < MAX_NOTES:
