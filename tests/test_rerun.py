@@ -85,3 +85,31 @@ def test_a_traced_different_command_keeps_the_first_death():
     other = ATTEMPT2.replace("+ python train.py --max_epochs 400", "+ python evaluate.py", 1)
     rep = llmtriage.analyze(ATTEMPT1 + other)
     assert rep.extra["death"]["line"] == 4
+
+
+FINISHED_THEN_NEXT = (
+    "(swift) root@dsw-1:/mnt/work# swift export --adapters out/checkpoint-1200 --merge_lora true\n"
+    "[INFO:swift] Successfully merged LoRA and saved in out/checkpoint-1200-merged.\n"
+    "[INFO:swift] End time of running main: 2025-02-18 10:04:57.918204\n"
+    "(swift) root@dsw-1:/mnt/work# ollama create qwen-sft --file Modelfile\n"
+    "gathering model components\n"
+    "copying file sha256:7c0f5e4d 41%\n"
+    "Error: write /root/.ollama/models/blobs/sha256-7c0f5e4d-partial: no space left on device\n"
+    "Filesystem      Size  Used Avail Use% Mounted on\n"
+    "overlay          30G   30G     0 100% /\n"
+)
+
+
+def test_an_error_of_the_next_command_typed_after_a_finish_stays_an_error():
+    """The finish ended the earlier command; the command typed after it failed on its own (verdict.py keeps it)."""
+    errs = _errors(FINISHED_THEN_NEXT)
+    assert errs and errs[0].category == "disk-full" and errs[0].line == 7
+
+
+def test_an_error_printed_after_a_finish_with_no_new_command_is_teardown():
+    """Without a command typed after the finish, a later line is the finished run's own tail (demoted)."""
+    text = FINISHED_THEN_NEXT.split("(swift) root@dsw-1:/mnt/work# ollama")[0] + (
+        "[WARNING:swift] could not write the run summary: OSError: [Errno 28] No space left on device\n"
+        "[INFO:swift] exiting\n")
+    rep = llmtriage.analyze(text)
+    assert rep.extra["status"] == "finished" and not _errors(text)

@@ -78,3 +78,11 @@ def earlier_run(findings: list[Finding], rerun: int, death_line: int, lang: Opti
             f.severity = "warning"
             f.judgement = {"context": "earlier-run", "severity_was": "error",
                            "reason": tr(reason, lang, line=rerun, death=death_line)}
+
+
+def typed_after_finish(scanner: Scanner, finish_line: int, line: int) -> bool:
+    """A command typed at a full shell prompt between the finish at `finish_line` and `line`, with no finish
+    after that command: the finish ended the earlier command, and what `line` says belongs to the next one
+    (`swift export` finished, then `ollama create` typed at the prompt failed)."""
+    typed = [h[0] for h in scanner.hits.get("rerun", ()) if finish_line < h[0] < line and h[1] == "shell-command"]
+    return bool(typed) and not any(typed[-1] < h[0] for h in scanner.finishes())

@@ -56,7 +56,7 @@ from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
 from llmtriage.detect.inner_exception import opaque_headline
 from llmtriage.detect.producer_died import producer_thread_exception
-from llmtriage.detect.rerun import earlier_run, last_rerun
+from llmtriage.detect.rerun import typed_after_finish, earlier_run, last_rerun
 from llmtriage.detect.hccl_roster import name_missing_ranks
 from llmtriage.detect.input_growth import input_grew_before_oom
 from llmtriage.detect.prelude_finish import run_end_seen
@@ -274,8 +274,8 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
                 _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
                 break
         if (f.severity == "error" and status == "finished" and finish is not None
-                and f.category not in spec["finished"].get("keep_categories", ())
-                and f.rule_id not in spec["finished"].get("keep_rules", ())):
+                and not {f.category, f.rule_id} & {*spec["finished"].get("keep_categories", ()), *spec["finished"].get("keep_rules", ())}
+                and not typed_after_finish(scanner, finish["line"], f.line)):
             key = "reason_before" if f.line > finish["line"] and spec["finished"].get("reason_before") else "reason"
             _demote(f, spec["finished"]["severity"], tr(spec["finished"][key], lang, line=finish["line"]), "finished")
 
