@@ -369,8 +369,8 @@ def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     first, last = fin[0], fin[-1]
     if first.epoch is not None and first.epoch > 0.05:
         return []       # the log starts in a later epoch (a resumed run, a per-epoch bar restarting at 0)
-    if first.step is not None:
-        if first.step > th.stuck_first_step or last.step is None or last.step - first.step < th.stuck_span:
+    if first.step is not None and last.step is not None:   # (a step only early, from a bar above: by epochs)
+        if first.step > th.stuck_first_step or last.step - first.step < th.stuck_span:
             return []
     elif first.epoch is not None:
         if max(r.epoch for r in fin if r.epoch is not None) - first.epoch < th.stuck_epochs:

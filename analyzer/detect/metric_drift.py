@@ -112,6 +112,21 @@ FIRST_JUMP_WITHIN = 3
 FIRST_STAY = 2.0
 
 
+def _first_step_averaged(recs: list) -> bool:
+    """The first record is the loss of step 1 divided by the logging interval (transformers < 3.5 with
+    `--logging_first_step` averaged it over `logging_steps`): the second record lies >= 50 steps on (by step,
+    or by epoch when the first is one step in) and the first loss times that many steps is the second's level
+    or up to 3x above it (the loss at step 1 is the run's highest)."""
+    a, b = recs[0], recs[1]
+    if a.step is not None and b.step is not None and a.step <= 1:
+        n = float(b.step)
+    elif a.epoch and b.epoch and a.step is None:
+        n = b.epoch / a.epoch
+    else:
+        return False
+    return n >= 50 and 0.7 * b.loss <= a.loss * n <= 3.0 * b.loss
+
+
 def first_update_jump(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     """The loss a loaded model starts at, then wrecked by the first optimizer steps: within
     FIRST_JUMP_WITHIN records of the first one the loss rises >= spike_factor x (and >= spike_abs above)
@@ -127,7 +142,7 @@ def first_update_jump(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     if len(recs) < th.flat_min_records + 1 or any(r.rl for r in recs):
         return []
     base = recs[0].loss
-    if base is None or base <= 0:
+    if base is None or base <= 0 or _first_step_averaged(recs):
         return []
     j = next((i for i in range(1, FIRST_JUMP_WITHIN + 1)
               if recs[i].loss >= th.spike_factor * base and recs[i].loss - base >= th.spike_abs), None)  # type: ignore[operator]

@@ -27,6 +27,7 @@ from typing import Any, Optional
 from llmtriage.engine.fastre import search_raw, spans
 from llmtriage.detect.metric_parse import PLAN_EPOCHS, PLAN_STEPS, Record, is_flat_reward, is_perfect_accuracy, is_poor_accuracy, is_rl_line, is_rounded_zero_loss, keras_epoch, parse_line, regexes, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
+from llmtriage.detect.metric_formats import GATES as FORMAT_GATES, scan_formats
 from llmtriage.detect.metric_guard import GATES as GUARD_GATES, new_guard, scan_guard
 from llmtriage.detect.metric_skips import scan_overflows, scan_skips
 from llmtriage.detect.metric_thresholds import THRESHOLDS, Thresholds, configure
@@ -201,6 +202,8 @@ class MetricTracker:
             self._tables(lines, view, line_base)
         if b"[batch=" in view and b"Train loss/train/" in view:
             scan_composer(self, lines, view, line_base)
+        if any(k in view for k in FORMAT_GATES):
+            scan_formats(self, lines, view, line_base)
         if self.count < th.full_records:
             self._parse_all(lines, view, line_base)
             self._prev = (lines, view, line_base)
