@@ -17,9 +17,15 @@ part that does the work and the part that waits:
   profiler       Lightning's simple profiler report: `[_TrainingEpochLoop].train_dataloader_next | mean | calls |
                  total | percentage`: fetching batches took `DATA_SHARE` of the fit time or more.
   optimizer      DeepSpeed's `wall_clock_breakdown`: `time (ms) | forward: 376.60 | backward: 864.56 | ... | step:
-                 22880.87` (newer releases: `fwd:` / `bwd:`): the optimizer step takes `STEP_RATIO` x forward + backward on the median of at least
-                 `MIN_BREAKDOWNS` iterations, and at least `STEP_MIN_MS` (ZeRO-Offload's CPU Adam starved of cores,
-                 NVMe offload): the GPUs wait for the host.
+                 22880.87` (newer releases: `fwd:` / `bwd:`; the per-micro-step line `fwd_microstep: ... | step_microstep:`
+                 is read when the log has no global one): the optimizer step takes `STEP_RATIO` x forward + backward on
+                 the median of at least `MIN_BREAKDOWNS` iterations, and at least `STEP_MIN_MS` (ZeRO-Offload's CPU Adam
+                 starved of cores, NVMe offload): the GPUs wait for the host. Where the log shows the optimizer offloaded
+                 to the host (`offload_optimizer` / `offload_param` on cpu or nvme, `"cpu_offload": true`,
+                 DeepSpeedCPUAdam), `OFFLOAD_RATIO` x is enough (the step is two thirds of every iteration: the GPUs
+                 idle most of the run while the host updates the weights) at `OFFLOAD_MIN_MS` or more. With gradient
+                 accumulation the micro-step lines show the step on one micro-step in k: their median stays low, so
+                 they can only err toward silence.
   power          nvidia-smi tables taken during training: every GPU of a multi-GPU job at `BUSY_UTIL`% or more
                  while drawing at most `POWER_SHARE` of its power cap. A kernel occupies the GPU but does no math:
                  NCCL kernels spinning while they wait for a slow or misconfigured network (the volatile
@@ -39,13 +45,15 @@ DATA_SHARE = 0.5
 MIN_RECORDS = 8
 STEP_RATIO = 8.0
 STEP_MIN_MS = 2000.0
+OFFLOAD_RATIO = 2.0
+OFFLOAD_MIN_MS = 100.0
 MIN_BREAKDOWNS = 3
 BUSY_UTIL = 90
 POWER_SHARE = 0.3
 KEEP = 4096
 
 _GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
-                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]")
+                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]|\| step_microstep: [0-9]")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
 _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
 # a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
@@ -56,7 +64,13 @@ _SPLIT_DATA = re.compile(rb"\bdata(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b"
 _SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gpu)(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
-_DS = re.compile(rb"time \(ms\) \| (?:forward|fwd): ([0-9.]+) \| (?:backward|bwd): ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
+_DS = re.compile(rb"time \(ms\) \| (?:forward|fwd)(_microstep)?: ([0-9.]+) \| (?:backward|bwd)(?:_microstep)?: ([0-9.]+) \|"
+                 rb"[^\n]*?\| step(?:_microstep)?: ([0-9.]+)")
+# the optimizer runs on the host: DeepSpeed's config dump or ds_config (`offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(
+# device='cpu'`, `device=<OffloadDeviceEnum.cpu: 'cpu'>`, `"offload_optimizer": {"device": "cpu"`), the 2021 `"cpu_offload": true`,
+# or the CPU Adam it builds
+_OFFLOAD = re.compile(rb"offload_(?:optimizer|param)\W{1,8}(?:[A-Za-z]+\()?[\"']?device[\"']?\W{1,4}(?:OffloadDeviceEnum\.)?(?:cpu|nvme)\b"
+                      rb"|\"cpu_offload\": ?true|\bcpu_offload[=:] ?True\b|\bDeepSpeedCPUAdam\b")
 # Megatron-LM / GPT-NeoX interval timers: `time (ms) | forward-compute: 193.77 | ... | batch-generator: 25.27` (NeoX:
 # `forward: 162.31 | backward: 298.64 | backward-backward: 298.58 | optimizer: 41.12 | batch generator: 8899.47`)
 _TIMERS = re.compile(rb"time \(ms\) \|[^\n]*\| batch[ -]generator: [0-9]")
@@ -84,9 +98,13 @@ class StepWaitTracker:
         self.data_src = ""
         self.profiler: Optional[tuple[int, float, float, int]] = None   # (line, percentage, mean seconds, calls)
         self.ds: list[tuple[int, float, float]] = []        # (line, forward + backward ms, step ms)
+        self.ds_micro: list[tuple[int, float, float]] = []  # the same from the per-micro-step lines
+        self.offload = False                                # the log shows the optimizer offloaded to the host
         self.power: list[list[tuple[int, int, int, int]]] = []   # snapshots: [(line, watts, cap, util)]
 
     def feed(self, lines: bytes, line_base: int) -> None:
+        if not self.offload and (b"offload" in lines or b"CPUAdam" in lines) and _OFFLOAD.search(lines):
+            self.offload = True
         if _GATE.search(lines) is None:
             return
         last_power = -10
@@ -121,8 +139,9 @@ class StepWaitTracker:
                 continue
             m = _DS.search(raw)
             if m:
-                if len(self.ds) < KEEP:
-                    self.ds.append((ln, float(m.group(1)) + float(m.group(2)), float(m.group(3))))
+                into = self.ds_micro if m.group(1) else self.ds
+                if len(into) < KEEP:
+                    into.append((ln, float(m.group(2)) + float(m.group(3)), float(m.group(4))))
                 continue
             m = _SMI.search(raw)
             if m and int(m.group(2)) > 0 and len(self.power) < KEEP:
@@ -151,11 +170,13 @@ class StepWaitTracker:
             ln, pct, mean, calls = self.profiler
             nums.update(fetch_pct=f"{pct:.0f}", fetch_s=fmt(mean), fetch_calls=calls, pipeline=True)
             first, last = first or ln, max(last, ln)
-        if len(self.ds) >= MIN_BREAKDOWNS:
-            fb, st = median([r[1] for r in self.ds]), median([r[2] for r in self.ds])
-            if st >= STEP_MIN_MS and fb > 0 and st >= STEP_RATIO * fb:
-                nums.update(opt_ms=f"{st:.0f}", fb_ms=f"{fb:.0f}", opt_ratio=f"{st / fb:.0f}", offload=True)
-                first, last = first or self.ds[0][0], max(last, self.ds[-1][0])
+        ds = self.ds if len(self.ds) >= MIN_BREAKDOWNS else self.ds_micro
+        if len(ds) >= MIN_BREAKDOWNS:
+            fb, st = median([r[1] for r in ds]), median([r[2] for r in ds])
+            if fb > 0 and ((st >= STEP_MIN_MS and st >= STEP_RATIO * fb)
+                           or (self.offload and st >= OFFLOAD_MIN_MS and st >= OFFLOAD_RATIO * fb)):
+                nums.update(opt_ms=f"{st:.0f}", fb_ms=f"{fb:.0f}", opt_ratio=f"{st / fb:.1f}", offload=True)
+                first, last = first or ds[0][0], max(last, ds[-1][0])
         if train_start is not None:
             spin = [s for s in self.power if len(s) >= 2 and s[0][0] > train_start
                     and all(u >= BUSY_UTIL and w <= POWER_SHARE * cap for _, w, cap, u in s)]
