@@ -119,3 +119,18 @@ def test_power_readings_that_do_not_mean_a_spinning_collective():
     assert _feed("{'loss': 1.8}\n" + _smi(88, 100, gpus=1)).detect(1) == []   # one GPU: no collective to wait on
     assert _feed(_smi(88, 100) + "{'loss': 1.8}\n").detect(20) == []      # before training started (loading)
     assert _feed(_smi(88, 100)).detect(None) == []                        # no training records at all
+
+
+def test_open_clip_data_time_is_part_of_the_batch_time():
+    row = ("2023-10-22,19:{m:02d}:10 | INFO | Train Epoch: 0 [{n:>9d}/2912768 (1%)] Data (t): {d:.3f} Batch (t): {b:.3f}, "
+           "1970.815/s, 123.176/s/gpu LR: 0.000278 Logit Scale: 14.566 Contrastive_loss: 6.7200 (6.9000) Loss: 6.7200 (6.9000)\n")
+    slow = "".join(row.format(m=i, n=i * 409600, d=1.55, b=2.08) for i in range(12))
+    [a] = _feed(slow).detect(1)
+    assert a.numbers["data_pct"] == "75" and a.numbers["records"] == 11
+    # the loader keeps up: a small data time inside the batch time
+    assert _feed(slow.replace("Data (t): 1.550", "Data (t): 0.110")).detect(1) == []
+    # the 2021 releases print the same fields without colons, tab-separated
+    old = "".join(f"2021-09-06,10:{i:02d}:09 | INFO | Train Epoch: 0 [{i * 12800:>7d}/3318333 (0%)]\tLoss: 7.1\t"
+                  f"Data (t) 0.480\tBatch (t) 0.720\tLR: 0.000100\tlogit_scale 4.605\n" for i in range(12))
+    [b] = _feed(old).detect(1)
+    assert b.numbers["data_pct"] == "67"

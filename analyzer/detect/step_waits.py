@@ -7,7 +7,8 @@ part that does the work and the part that waits:
   data wait      the loop's own data time beside its step time: LeRobot `updt_s:0.302 data_s:13.330` (the step is
                  their sum), mmcv `time: 0.430, data_time: 0.006` (mmengine: `time: 7.2980  data_time: 6.0183`; the torchvision references' MetricLogger, also DeiT, DETR and
                  their forks: `time: 0.8312  data: 0.5123  max mem: 2410`) and the PyTorch examples' AverageMeter
-                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time), Megatron-LM and GPT-NeoX
+                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time), open_clip
+                 `Data (t): 1.557 Batch (t): 2.078` (the same: the batch time includes the data wait), Megatron-LM and GPT-NeoX
                  interval timers `time (ms) | forward: 162.3 | backward: 298.6 | optimizer: 41.1 | batch generator: 8899.5`
                  (the step is the sum of the top-level timers, `timer_split`). Loops that print the two parts
                  apart (the step is their sum): EDSR and its forks `[1600/16000]\t[L1: 35.2]\t30.1+480.3s` (model + data),
@@ -53,7 +54,8 @@ POWER_SHARE = 0.3
 KEEP = 4096
 
 _GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
-                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]|\| step_microstep: [0-9]")
+                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]|\| step_microstep: [0-9]"
+                   rb"|\bData \(t\)")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
 _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
 # a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
@@ -62,6 +64,9 @@ _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?:
 _EDSR = re.compile(rb"(?:^|\s)\[[0-9]+/[0-9]+\][ \t]+\[[^\]]*\][ \t]+([0-9]+(?:\.[0-9]+)?)\+([0-9]+(?:\.[0-9]+)?)s\s*$")
 _SPLIT_DATA = re.compile(rb"\bdata(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gpu)(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
+# open_clip and its forks: `Data (t): 1.557 Batch (t): 2.078, 1970.8/s` (2021 releases: `Data (t) 0.482\tBatch (t) 0.712`),
+# the averages over the logging interval; the batch time includes the wait for data
+_OPENCLIP = re.compile(rb"\bData \(t\):? ([0-9]+(?:\.[0-9]+)?)\s+Batch \(t\):? ([0-9]+(?:\.[0-9]+)?)")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
 _DS = re.compile(rb"time \(ms\) \| (?:forward|fwd)(_microstep)?: ([0-9.]+) \| (?:backward|bwd)(?:_microstep)?: ([0-9.]+) \|"
@@ -123,6 +128,10 @@ class StepWaitTracker:
             m, w = _SPLIT_DATA.search(raw), _SPLIT_WORK.search(raw)
             if m and w:
                 self._data(ln, float(m.group(1)) + float(w.group(1)), float(m.group(1)), "split")
+                continue
+            m = _OPENCLIP.search(raw)
+            if m:
+                self._data(ln, float(m.group(2)), float(m.group(1)), "openclip")
                 continue
             m = _MMCV.search(raw) or _METER.search(raw)
             if m:
