@@ -134,3 +134,19 @@ def test_open_clip_data_time_is_part_of_the_batch_time():
                   f"Data (t) 0.480\tBatch (t) 0.720\tLR: 0.000100\tlogit_scale 4.605\n" for i in range(12))
     [b] = _feed(old).detect(1)
     assert b.numbers["data_pct"] == "67"
+
+
+def test_busy_gpu_whose_pcie_link_trained_down():
+    query = "$ nvidia-smi --query-gpu=index,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,utilization.gpu --format=csv,noheader\n"
+    rows = "".join(f"{g}, {2 if g == 5 else 5}, 5, 16, 100 %\n" for g in range(8))
+    [a] = _feed(query + rows).detect(None)
+    assert (a.numbers["pcie_gpu"], a.numbers["pcie_gen"], a.numbers["pcie_gmax"], a.numbers["pcie_util"]) == (5, 2, 5, 100)
+    # the CSV header nvidia-smi prints (units in brackets), a prefix before every row
+    head = "[mon] index, name, pcie.link.gen.current, pcie.link.gen.max, utilization.gpu [%]\n"
+    table = "".join(f"[mon] {g}, NVIDIA A100-SXM4-80GB, {3 if g == 1 else 4}, 4, 97 %\n" for g in range(4))
+    assert _feed(head + table).detect(None)[0].numbers["pcie_gpu"] == 1
+    # near misses: an idle GPU lowers its link generation to save power; busy GPUs at their maximum
+    idle = "".join(f"{g}, GeForce GTX 1080 Ti, {1 if g else 3}, 3, 0 %\n" for g in range(2))
+    busy = "".join(f"{g}, GeForce GTX 1080 Ti, 3, 3, 96 %\n" for g in range(2))
+    hdr = "index, name, pcie.link.gen.current, pcie.link.gen.max, utilization.gpu [%]\n"
+    assert _feed(hdr + idle + "Epoch: [0][   0/5005]\tTime 3.100\n" + hdr + busy).detect(None) == []

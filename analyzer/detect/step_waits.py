@@ -32,6 +32,13 @@ part that does the work and the part that waits:
                  NCCL kernels spinning while they wait for a slow or misconfigured network (the volatile
                  utilisation counts a waiting kernel as busy). A training step's matrix work draws well over half.
 
+  pcie link      `nvidia-smi --query-gpu=...,pcie.link.gen.current,pcie.link.gen.max,...,utilization.gpu --format=csv`
+                 rows taken during training: a GPU at `PCIE_BUSY`% or more whose link runs below the generation that
+                 the GPU and host support (`pcie.link.gen.max` is the GPU-and-system maximum). An idle GPU
+                 lowers its link generation to save power, so only a busy one counts: a link that trained down
+                 (reseat, retimer, a speed lock applied before the link trained) moves every host transfer and P2P
+                 copy at a fraction of the speed, and a data-parallel job runs at the pace of that GPU.
+
 Each is an error: the job does not fail, but most of its time is spent waiting (docs/METRICS.md, "When a slowdown
 is an error"). Warm-up (the first record), a compile step, an evaluation pause or a save never make up most of a run.
 """
@@ -51,6 +58,7 @@ OFFLOAD_MIN_MS = 100.0
 MIN_BREAKDOWNS = 3
 BUSY_UTIL = 90
 POWER_SHARE = 0.3
+PCIE_BUSY = 50
 KEEP = 4096
 
 _GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
@@ -80,6 +88,10 @@ _OFFLOAD = re.compile(rb"offload_(?:optimizer|param)\W{1,8}(?:[A-Za-z]+\()?[\"']
 # `forward: 162.31 | backward: 298.64 | backward-backward: 298.58 | optimizer: 41.12 | batch generator: 8899.47`)
 _TIMERS = re.compile(rb"time \(ms\) \|[^\n]*\| batch[ -]generator: [0-9]")
 _TIMER_FIELD = re.compile(rb"\|\s*([A-Za-z][A-Za-z0-9 _/-]*?):\s*([0-9]+(?:\.[0-9]+)?)")
+# the column list, in the query (`--query-gpu=index,pcie.link.gen.current,...`) or the CSV header it prints
+# (`index, pcie.link.gen.current, ..., utilization.gpu [%]`)
+_PCIE_HEAD = re.compile(rb"((?:[a-z_.]+(?: \[[^\]]*\])?,\s*)*pcie\.link\.gen\.current(?: \[[^\]]*\])?(?:,\s*[a-z_.]+(?: \[[^\]]*\])?)*)")
+_PCIE_COLS = (b"pcie.link.gen.current", b"pcie.link.gen.max", b"utilization.gpu")
 _SMI = re.compile(rb"([0-9]+)W\s*/\s*([0-9]+)W\s*\|\s*[0-9]+MiB\s*/\s*[0-9]+MiB\s*\|\s*([0-9]+)%")
 
 
@@ -106,10 +118,15 @@ class StepWaitTracker:
         self.ds_micro: list[tuple[int, float, float]] = []  # the same from the per-micro-step lines
         self.offload = False                                # the log shows the optimizer offloaded to the host
         self.power: list[list[tuple[int, int, int, int]]] = []   # snapshots: [(line, watts, cap, util)]
+        self.pcie_cols: Optional[tuple[int, list[Optional[int]]]] = None   # the query header: (fields, column indexes)
+        self.pcie: list[tuple[int, int, list[Optional[int]]]] = []   # (line, GPU row in its table, values)
+        self.pcie_row = 0
 
     def feed(self, lines: bytes, line_base: int) -> None:
         if not self.offload and (b"offload" in lines or b"CPUAdam" in lines) and _OFFLOAD.search(lines):
             self.offload = True
+        if self.pcie_cols is not None or b"pcie.link.gen.current" in lines:
+            self._pcie(lines, line_base)
         if _GATE.search(lines) is None:
             return
         last_power = -10
@@ -159,6 +176,28 @@ class StepWaitTracker:
                 last_power = ln
                 self.power[-1].append((ln, int(m.group(1)), int(m.group(2)), int(m.group(3))))
 
+    def _pcie(self, lines: bytes, line_base: int) -> None:
+        """nvidia-smi CSV query tables with the PCIe link columns: the header maps the columns, the rows after it
+        (the same number of comma-separated fields) are the GPUs."""
+        for i, raw in enumerate(lines.split(b"\n")):
+            if len(raw) > 4096:
+                continue
+            fields = raw.split(b",")
+            head = _PCIE_HEAD.search(raw)
+            if head:
+                names = [f.strip().split(b" ")[0] for f in head.group(1).split(b",")]
+                self.pcie_cols = (len(names), [names.index(c) if c in names else None for c in _PCIE_COLS])
+                self.pcie_row = 0
+            elif self.pcie_cols is not None and len(fields) == self.pcie_cols[0] and len(self.pcie) < KEEP:
+                vals: list[Optional[int]] = []
+                for idx in self.pcie_cols[1]:
+                    m = re.match(rb"\s*([0-9]+)", fields[idx]) if idx is not None else None
+                    vals.append(int(m.group(1)) if m else None)
+                self.pcie.append((line_base + i, self.pcie_row, vals))
+                self.pcie_row += 1
+            elif self.pcie_cols is not None and raw.strip():
+                self.pcie_cols = None       # the table ended
+
     def _data(self, ln: int, step: float, data: float, src: str) -> None:
         if len(self.data) < KEEP and step > 0:
             self.data.append((ln, step, min(data, step)))
@@ -194,6 +233,13 @@ class StepWaitTracker:
                 nums.update(spin_gpus=len(worst), spin_w=max(w for _, w, _, _ in worst), spin_cap=worst[0][2],
                             spin_snaps=len(spin), comm=True)
                 first, last = first or spin[0][0][0], max(last, spin[-1][-1][0])
+        if self.pcie:       # a busy GPU is at work, training records or not (a server, a loop printing no metrics)
+            slow = [(ln, g, v) for ln, g, v in self.pcie if ln > (train_start or 0) and v[2] is not None
+                    and v[2] >= PCIE_BUSY and v[0] is not None and v[1] is not None and v[0] < v[1]]
+            if slow:
+                ln, g, v = slow[0]
+                nums.update(pcie_gpu=g, pcie_util=v[2], pcie_gen=v[0], pcie_gmax=v[1], pcie_reads=len(slow), pcie=True)
+                first, last = first or ln, max(last, slow[-1][0])
         if not nums:
             return []
         return [Anomaly("step_wait", "throughput-low", "error", first, max(first, last), None, 1, nums)]
