@@ -75,3 +75,25 @@ def test_per_device_token_rate_healthy_or_unjudgeable():
     # PEFT's total is read as the model's size
     [a] = _litgpt(388, params="trainable params: 19,988,480 || all params: 6,758,404,096 || trainable%: 0.2958").detect()
     assert a.numbers["params"] == "6.8"
+
+
+def _lit(ms: float, gpu: str = "", mb: int = 1, trainable: str = "3,506,176", frozen: str = "6,921,720,704") -> MfuTracker:
+    rows = [gpu, f" 'train': TrainArgs(save_interval=1000, log_interval=1, global_batch_size=16, micro_batch_size={mb}, lr_warmup_steps=10)}}",
+            f"Number of trainable parameters: {trainable}", f"Number of non-trainable parameters: {frozen}",
+            "The longest sequence length in the train data is 1079, the model's maximum sequence length is 1079 and context length is 2048"]
+    rows += [f"Epoch 1 | iter {i} step {i // 2} | loss train: 1.600, val: n/a | iter time: {ms:.2f} ms" for i in range(1, 12)]
+    t = MfuTracker()
+    t.feed(("\n".join(rows) + "\n").encode(), 1)
+    return t
+
+
+def test_lit_gpt_finetune_iterations_bound_the_token_rate():
+    # 30 s per iteration of at most 1079 tokens: ~1.5 TFLOP/s for a 7B model, a few % of even a T4
+    [a] = _lit(30011.0).detect()
+    assert a.numbers["floor_gpu"] == "T4" and a.numbers["mfu"] == "2.3" and a.numbers["lit_tok"] == 1079
+    [b] = _lit(30011.0, gpu="GPU 0: NVIDIA A100-SXM4-40GB").detect()
+    assert b.numbers["gpu"] == "A100" and "floor_gpu" not in b.numbers
+    # near misses: a healthy iteration time, a small model, a bigger micro-batch at the same time
+    assert _lit(450.0).detect() == []
+    assert _lit(30011.0, trainable="14,067,712", frozen="0").detect() == []
+    assert _lit(30011.0, mb=16).detect() == []

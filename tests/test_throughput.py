@@ -60,6 +60,15 @@ def test_sglang_decode_rate_collapsing_and_staying_down_is_an_error():
     assert _run(_sglang(lambda i: 400.0 * (1 + rnd.uniform(-0.3, 0.3))), train_start=None)[1] == []
 
 
+def test_per_request_decode_falling_as_more_requests_are_batched_is_healthy():
+    """vLLM at 1, 3, 5, 30 then 256 running requests: each request decodes slower, the engine far faster."""
+    rows = [(1, 55.0), (3, 98.0), (5, 134.0), (30, 249.0), (256, 1275.0)]
+    text = "".join(f"INFO 06-15 09:13:{i % 60:02d} metrics.py:341] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+                   f"throughput: {gen:.1f} tokens/s, Running: {run} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
+                   f"usage: 2.0%, CPU KV cache usage: 0.0%.\n" for i, (run, gen) in enumerate(r for r in rows for _ in range(6)))
+    assert _run(text, train_start=None)[1] == []
+
+
 def test_noisy_steady_step_times_raise_nothing():
     rnd = random.Random(5)
     _, found = _run(_megatron(lambda i: 1000.0 * (1 + rnd.uniform(-0.35, 0.35))))

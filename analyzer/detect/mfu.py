@@ -15,6 +15,13 @@ hardware. Two trainers print achieved model FLOPs in a form that can be checked 
                where the MFU is low, never call a healthy run slow. A model-parallel shard's parameter count is
                not the model's: with it the estimate is not made.
 
+  lit-gpt      its fine-tuning scripts (lora, adapter, full) print `| iter time: 30011.34 ms` per micro-batch, the
+               `micro_batch_size=` of TrainArgs, `The longest sequence length in the train data is 1079` and the
+               trainable and non-trainable parameter counts: micro-batch x longest sample / iteration time bounds the
+               tokens each GPU processes from above, so the estimate (6 x parameters per token) errs high again. With
+               no GPU named it is compared with a T4's 16-bit peak (`FLOOR_PEAK`), the slowest GPU that trains a
+               model of a billion parameters: below a tenth of even that, the GPUs wait whatever they are.
+
 Judged only for a model of at least `MIN_PARAMS` parameters (torchtitan's `Model ... size: N total parameters`,
 Megatron's `number of parameters on (tensor, pipeline) model parallel rank (0, 0): N`, lit-gpt's `Total parameters
 7,217,189,760`, PEFT's `trainable params: ... || all params: N`): a debug-size model cannot
@@ -46,13 +53,19 @@ PEAKS: list[tuple[str, bytes, re.Pattern[bytes], float]] = [(n, lit, re.compile(
     ("L40S", b"L40S", rb"\bL40S\b", 362.0), ("RTX 4090", b"RTX 4090", rb"RTX 4090\b", 165.0),
     ("RTX 3090", b"RTX 3090", rb"RTX 3090\b", 71.0), ("MI300X", b"MI300X", rb"\bMI300X\b", 1307.0),
     ("V100", b"V100", rb"\bV100\b", 125.0))]
-_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(|Total parameters|all params: |toks/s/device")
+_GATE = re.compile(rb"TFLOP/s/GPU\)|mfu: [0-9]|total parameters|model parallel rank \(|Total parameters|all params: |toks/s/device"
+                   rb"|\| iter time: |micro_batch_size=|longest sequence length|trainable parameters: ")
 _NAME_TRIES = 4     # occurrences of a name's literal checked per block (a name inside a longer word does not count)
 _MEG = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\): ([0-9]+(?:\.[0-9]+)?)")
 _TITAN = re.compile(rb"\b(?:wps|tps): [0-9][0-9,]*\b.*?\bmfu: ([0-9]+(?:\.[0-9]+)?)%")
 _PARAMS = re.compile(rb"Model \S+ \S+ size: ([0-9][0-9,]*) total parameters|"
                      rb"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): ([0-9]+)|"
                      rb"(?:\bTotal parameters:? |\|\| all params: )([0-9][0-9,]*)\b")
+_LIT_ITER = re.compile(rb"\| iter [0-9]+ step [0-9]+ \|[^\n]*\| iter time: ([0-9]+(?:\.[0-9]+)?) ?ms\b")
+_LIT_MB = re.compile(rb"\bmicro_batch_size=([0-9]+)\b")
+_LIT_LEN = re.compile(rb"The longest sequence length in the train data is ([0-9]+)\b")
+_LIT_PARAMS = re.compile(rb"^Number of (?:non-)?trainable parameters: ([0-9][0-9,]*)\s*$")
+FLOOR = ("T4", 65.0)     # the slowest GPU that trains a model of MIN_PARAMS (16-bit tensor-core peak, TFLOP/s)
 _TOKDEV = re.compile(rb"\bspeed: ([0-9]+(?:\.[0-9]+)?) toks/s/device\b")
 FLOPS_PER_TOKEN = 6.0    # x parameters: forward (2) and backward (4) of a dense model
 
@@ -67,6 +80,9 @@ class MfuTracker:
         self.params = 0.0           # the whole model's (torchtitan), or one model-parallel rank's shard (Megatron)
         self.shard = False
         self.gpus: dict[str, float] = {}
+        self.lit_iter: list[tuple[int, float]] = []     # lit-gpt fine-tuning: (line, iteration seconds)
+        self.lit_mb = self.lit_len = 0
+        self.lit_params = 0.0
 
     def feed(self, lines: bytes, line_base: int) -> None:
         self._names(lines)
@@ -90,6 +106,21 @@ class MfuTracker:
             if m:
                 if len(self.tokdev) < KEEP:
                     self.tokdev.append((ln, float(m.group(1))))
+                continue
+            m = _LIT_ITER.search(raw)
+            if m:
+                if len(self.lit_iter) < KEEP:
+                    self.lit_iter.append((ln, float(m.group(1)) / 1000))
+                continue
+            m = _LIT_MB.search(raw) or _LIT_LEN.search(raw) or _LIT_PARAMS.search(raw)
+            if m:
+                v = int(m.group(1).replace(b",", b""))
+                if m.re is _LIT_PARAMS:
+                    self.lit_params += v
+                elif m.re is _LIT_MB:
+                    self.lit_mb = self.lit_mb or v
+                else:
+                    self.lit_len = max(self.lit_len, v)
                 continue
             m = _PARAMS.search(raw)
             if m:
@@ -116,7 +147,7 @@ class MfuTracker:
     def detect(self) -> list[Anomaly]:
         """The anomaly when a large model's MFU stays below `MFU_LOW`% after warm-up."""
         if self.params < MIN_PARAMS:
-            return []
+            return self._lit()
         nums: dict[str, Any] = {"shard_params" if self.shard else "params": f"{self.params / 1e9:.1f}"}
         recs = self.titan[SKIP:]
         if len(recs) >= MIN_RECORDS:
@@ -141,4 +172,26 @@ class MfuTracker:
         if mfu >= MFU_LOW:
             return []
         nums.update(mfu=f"{mfu:.1f}", records=len(recs), comm=True)
+        return [Anomaly("mfu_low", "throughput-low", "error", recs[0][0], recs[-1][0], None, len(recs), nums)]
+
+    def _lit(self) -> list[Anomaly]:
+        """lit-gpt fine-tuning: an upper bound of the tokens per GPU per second against the named GPU's peak (a T4's
+        when none is named)."""
+        recs = self.lit_iter[SKIP:]
+        if self.lit_params < MIN_PARAMS or not (self.lit_mb and self.lit_len) or len(recs) < MIN_RECORDS:
+            return []
+        if len(set(self.gpus.values())) > 1:
+            return []
+        gpu, peak = next(iter(self.gpus.items())) if self.gpus else FLOOR
+        it = median([v for _, v in recs])
+        rate = self.lit_mb * self.lit_len / it if it > 0 else 0.0
+        tf = FLOPS_PER_TOKEN * self.lit_params * rate / 1e12
+        mfu = 100 * tf / peak
+        if rate <= 0 or mfu >= MFU_LOW:
+            return []
+        nums: dict[str, Any] = {"params": f"{self.lit_params / 1e9:.1f}", "iter_s": fmt(it), "lit_tok": self.lit_mb * self.lit_len,
+                                "lit_mb": self.lit_mb, "lit_len": self.lit_len, "est_tflops": fmt(tf), "gpu": gpu,
+                                "peak": f"{peak:g}", "mfu": f"{mfu:.1f}", "records": len(recs), "comm": True}
+        if not self.gpus:
+            nums["floor_gpu"] = gpu
         return [Anomaly("mfu_low", "throughput-low", "error", recs[0][0], recs[-1][0], None, len(recs), nums)]

@@ -7,7 +7,8 @@ part that does the work and the part that waits:
   data wait      the loop's own data time beside its step time: LeRobot `updt_s:0.302 data_s:13.330` (the step is
                  their sum), mmcv `time: 0.430, data_time: 0.006` (mmengine: `time: 7.2980  data_time: 6.0183`; the torchvision references' MetricLogger, also DeiT, DETR and
                  their forks: `time: 0.8312  data: 0.5123  max mem: 2410`) and the PyTorch examples' AverageMeter
-                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time), Megatron-LM and GPT-NeoX
+                 `Time 0.783 (2.771)  Data 0.512 (0.601)` (data time is part of the step time), open_clip
+                 `Data (t): 1.557 Batch (t): 2.078` (the same: the batch time includes the data wait), Megatron-LM and GPT-NeoX
                  interval timers `time (ms) | forward: 162.3 | backward: 298.6 | optimizer: 41.1 | batch generator: 8899.5`
                  (the step is the sum of the top-level timers, `timer_split`). Loops that print the two parts
                  apart (the step is their sum): EDSR and its forks `[1600/16000]\t[L1: 35.2]\t30.1+480.3s` (model + data),
@@ -17,13 +18,26 @@ part that does the work and the part that waits:
   profiler       Lightning's simple profiler report: `[_TrainingEpochLoop].train_dataloader_next | mean | calls |
                  total | percentage`: fetching batches took `DATA_SHARE` of the fit time or more.
   optimizer      DeepSpeed's `wall_clock_breakdown`: `time (ms) | forward: 376.60 | backward: 864.56 | ... | step:
-                 22880.87` (newer releases: `fwd:` / `bwd:`): the optimizer step takes `STEP_RATIO` x forward + backward on the median of at least
-                 `MIN_BREAKDOWNS` iterations, and at least `STEP_MIN_MS` (ZeRO-Offload's CPU Adam starved of cores,
-                 NVMe offload): the GPUs wait for the host.
+                 22880.87` (newer releases: `fwd:` / `bwd:`; the per-micro-step line `fwd_microstep: ... | step_microstep:`
+                 is read when the log has no global one): the optimizer step takes `STEP_RATIO` x forward + backward on
+                 the median of at least `MIN_BREAKDOWNS` iterations, and at least `STEP_MIN_MS` (ZeRO-Offload's CPU Adam
+                 starved of cores, NVMe offload): the GPUs wait for the host. Where the log shows the optimizer offloaded
+                 to the host (`offload_optimizer` / `offload_param` on cpu or nvme, `"cpu_offload": true`,
+                 DeepSpeedCPUAdam), `OFFLOAD_RATIO` x is enough (the step is two thirds of every iteration: the GPUs
+                 idle most of the run while the host updates the weights) at `OFFLOAD_MIN_MS` or more. With gradient
+                 accumulation the micro-step lines show the step on one micro-step in k: their median stays low, so
+                 they can only err toward silence.
   power          nvidia-smi tables taken during training: every GPU of a multi-GPU job at `BUSY_UTIL`% or more
                  while drawing at most `POWER_SHARE` of its power cap. A kernel occupies the GPU but does no math:
                  NCCL kernels spinning while they wait for a slow or misconfigured network (the volatile
                  utilisation counts a waiting kernel as busy). A training step's matrix work draws well over half.
+
+  pcie link      `nvidia-smi --query-gpu=...,pcie.link.gen.current,pcie.link.gen.max,...,utilization.gpu --format=csv`
+                 rows taken during training: a GPU at `PCIE_BUSY`% or more whose link runs below the generation that
+                 the GPU and host support (`pcie.link.gen.max` is the GPU-and-system maximum). An idle GPU
+                 lowers its link generation to save power, so only a busy one counts: a link that trained down
+                 (reseat, retimer, a speed lock applied before the link trained) moves every host transfer and P2P
+                 copy at a fraction of the speed, and a data-parallel job runs at the pace of that GPU.
 
 Each is an error: the job does not fail, but most of its time is spent waiting (docs/METRICS.md, "When a slowdown
 is an error"). Warm-up (the first record), a compile step, an evaluation pause or a save never make up most of a run.
@@ -39,13 +53,17 @@ DATA_SHARE = 0.5
 MIN_RECORDS = 8
 STEP_RATIO = 8.0
 STEP_MIN_MS = 2000.0
+OFFLOAD_RATIO = 2.0
+OFFLOAD_MIN_MS = 100.0
 MIN_BREAKDOWNS = 3
 BUSY_UTIL = 90
 POWER_SHARE = 0.3
+PCIE_BUSY = 50
 KEEP = 4096
 
 _GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
-                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]")
+                   rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]|\| step_microstep: [0-9]"
+                   rb"|\bData \(t\)")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
 _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
 # a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
@@ -54,13 +72,26 @@ _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?:
 _EDSR = re.compile(rb"(?:^|\s)\[[0-9]+/[0-9]+\][ \t]+\[[^\]]*\][ \t]+([0-9]+(?:\.[0-9]+)?)\+([0-9]+(?:\.[0-9]+)?)s\s*$")
 _SPLIT_DATA = re.compile(rb"\bdata(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
 _SPLIT_WORK = re.compile(rb"\b(?:fwd\+bwd|fwd_bwd|fwd/bwd|compute|model|train|gpu)(?:[ _]time)?[ :=]+([0-9]+(?:\.[0-9]+)?) ?s\b")
+# open_clip and its forks: `Data (t): 1.557 Batch (t): 2.078, 1970.8/s` (2021 releases: `Data (t) 0.482\tBatch (t) 0.712`),
+# the averages over the logging interval; the batch time includes the wait for data
+_OPENCLIP = re.compile(rb"\bData \(t\):? ([0-9]+(?:\.[0-9]+)?)\s+Batch \(t\):? ([0-9]+(?:\.[0-9]+)?)")
 _METER = re.compile(rb"\bTime +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)\s+Data +([0-9]+(?:\.[0-9]+)?) +\( *[0-9.]+\)")
 _PROFILER = re.compile(rb"train_dataloader_next\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9]+)\s*\|?\s*([0-9.]+)\s*\|?\s*([0-9.]+)")
-_DS = re.compile(rb"time \(ms\) \| (?:forward|fwd): ([0-9.]+) \| (?:backward|bwd): ([0-9.]+) \|[^\n]*?\| step: ([0-9.]+)")
+_DS = re.compile(rb"time \(ms\) \| (?:forward|fwd)(_microstep)?: ([0-9.]+) \| (?:backward|bwd)(?:_microstep)?: ([0-9.]+) \|"
+                 rb"[^\n]*?\| step(?:_microstep)?: ([0-9.]+)")
+# the optimizer runs on the host: DeepSpeed's config dump or ds_config (`offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(
+# device='cpu'`, `device=<OffloadDeviceEnum.cpu: 'cpu'>`, `"offload_optimizer": {"device": "cpu"`), the 2021 `"cpu_offload": true`,
+# or the CPU Adam it builds
+_OFFLOAD = re.compile(rb"offload_(?:optimizer|param)\W{1,8}(?:[A-Za-z]+\()?[\"']?device[\"']?\W{1,4}(?:OffloadDeviceEnum\.)?(?:cpu|nvme)\b"
+                      rb"|\"cpu_offload\": ?true|\bcpu_offload[=:] ?True\b|\bDeepSpeedCPUAdam\b")
 # Megatron-LM / GPT-NeoX interval timers: `time (ms) | forward-compute: 193.77 | ... | batch-generator: 25.27` (NeoX:
 # `forward: 162.31 | backward: 298.64 | backward-backward: 298.58 | optimizer: 41.12 | batch generator: 8899.47`)
 _TIMERS = re.compile(rb"time \(ms\) \|[^\n]*\| batch[ -]generator: [0-9]")
 _TIMER_FIELD = re.compile(rb"\|\s*([A-Za-z][A-Za-z0-9 _/-]*?):\s*([0-9]+(?:\.[0-9]+)?)")
+# the column list, in the query (`--query-gpu=index,pcie.link.gen.current,...`) or the CSV header it prints
+# (`index, pcie.link.gen.current, ..., utilization.gpu [%]`)
+_PCIE_HEAD = re.compile(rb"((?:[a-z_.]+(?: \[[^\]]*\])?,\s*)*pcie\.link\.gen\.current(?: \[[^\]]*\])?(?:,\s*[a-z_.]+(?: \[[^\]]*\])?)*)")
+_PCIE_COLS = (b"pcie.link.gen.current", b"pcie.link.gen.max", b"utilization.gpu")
 _SMI = re.compile(rb"([0-9]+)W\s*/\s*([0-9]+)W\s*\|\s*[0-9]+MiB\s*/\s*[0-9]+MiB\s*\|\s*([0-9]+)%")
 
 
@@ -84,9 +115,18 @@ class StepWaitTracker:
         self.data_src = ""
         self.profiler: Optional[tuple[int, float, float, int]] = None   # (line, percentage, mean seconds, calls)
         self.ds: list[tuple[int, float, float]] = []        # (line, forward + backward ms, step ms)
+        self.ds_micro: list[tuple[int, float, float]] = []  # the same from the per-micro-step lines
+        self.offload = False                                # the log shows the optimizer offloaded to the host
         self.power: list[list[tuple[int, int, int, int]]] = []   # snapshots: [(line, watts, cap, util)]
+        self.pcie_cols: Optional[tuple[int, list[Optional[int]]]] = None   # the query header: (fields, column indexes)
+        self.pcie: list[tuple[int, int, list[Optional[int]]]] = []   # (line, GPU row in its table, values)
+        self.pcie_row = 0
 
     def feed(self, lines: bytes, line_base: int) -> None:
+        if not self.offload and (b"offload" in lines or b"CPUAdam" in lines) and _OFFLOAD.search(lines):
+            self.offload = True
+        if self.pcie_cols is not None or b"pcie.link.gen.current" in lines:
+            self._pcie(lines, line_base)
         if _GATE.search(lines) is None:
             return
         last_power = -10
@@ -106,6 +146,10 @@ class StepWaitTracker:
             if m and w:
                 self._data(ln, float(m.group(1)) + float(w.group(1)), float(m.group(1)), "split")
                 continue
+            m = _OPENCLIP.search(raw)
+            if m:
+                self._data(ln, float(m.group(2)), float(m.group(1)), "openclip")
+                continue
             m = _MMCV.search(raw) or _METER.search(raw)
             if m:
                 self._data(ln, float(m.group(1)), float(m.group(2)), "mmcv" if m.re is _MMCV else "meter")
@@ -121,8 +165,9 @@ class StepWaitTracker:
                 continue
             m = _DS.search(raw)
             if m:
-                if len(self.ds) < KEEP:
-                    self.ds.append((ln, float(m.group(1)) + float(m.group(2)), float(m.group(3))))
+                into = self.ds_micro if m.group(1) else self.ds
+                if len(into) < KEEP:
+                    into.append((ln, float(m.group(2)) + float(m.group(3)), float(m.group(4))))
                 continue
             m = _SMI.search(raw)
             if m and int(m.group(2)) > 0 and len(self.power) < KEEP:
@@ -130,6 +175,28 @@ class StepWaitTracker:
                     self.power.append([])
                 last_power = ln
                 self.power[-1].append((ln, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+
+    def _pcie(self, lines: bytes, line_base: int) -> None:
+        """nvidia-smi CSV query tables with the PCIe link columns: the header maps the columns, the rows after it
+        (the same number of comma-separated fields) are the GPUs."""
+        for i, raw in enumerate(lines.split(b"\n")):
+            if len(raw) > 4096:
+                continue
+            fields = raw.split(b",")
+            head = _PCIE_HEAD.search(raw)
+            if head:
+                names = [f.strip().split(b" ")[0] for f in head.group(1).split(b",")]
+                self.pcie_cols = (len(names), [names.index(c) if c in names else None for c in _PCIE_COLS])
+                self.pcie_row = 0
+            elif self.pcie_cols is not None and len(fields) == self.pcie_cols[0] and len(self.pcie) < KEEP:
+                vals: list[Optional[int]] = []
+                for idx in self.pcie_cols[1]:
+                    m = re.match(rb"\s*([0-9]+)", fields[idx]) if idx is not None else None
+                    vals.append(int(m.group(1)) if m else None)
+                self.pcie.append((line_base + i, self.pcie_row, vals))
+                self.pcie_row += 1
+            elif self.pcie_cols is not None and raw.strip():
+                self.pcie_cols = None       # the table ended
 
     def _data(self, ln: int, step: float, data: float, src: str) -> None:
         if len(self.data) < KEEP and step > 0:
@@ -151,11 +218,13 @@ class StepWaitTracker:
             ln, pct, mean, calls = self.profiler
             nums.update(fetch_pct=f"{pct:.0f}", fetch_s=fmt(mean), fetch_calls=calls, pipeline=True)
             first, last = first or ln, max(last, ln)
-        if len(self.ds) >= MIN_BREAKDOWNS:
-            fb, st = median([r[1] for r in self.ds]), median([r[2] for r in self.ds])
-            if st >= STEP_MIN_MS and fb > 0 and st >= STEP_RATIO * fb:
-                nums.update(opt_ms=f"{st:.0f}", fb_ms=f"{fb:.0f}", opt_ratio=f"{st / fb:.0f}", offload=True)
-                first, last = first or self.ds[0][0], max(last, self.ds[-1][0])
+        ds = self.ds if len(self.ds) >= MIN_BREAKDOWNS else self.ds_micro
+        if len(ds) >= MIN_BREAKDOWNS:
+            fb, st = median([r[1] for r in ds]), median([r[2] for r in ds])
+            if fb > 0 and ((st >= STEP_MIN_MS and st >= STEP_RATIO * fb)
+                           or (self.offload and st >= OFFLOAD_MIN_MS and st >= OFFLOAD_RATIO * fb)):
+                nums.update(opt_ms=f"{st:.0f}", fb_ms=f"{fb:.0f}", opt_ratio=f"{st / fb:.1f}", offload=True)
+                first, last = first or ds[0][0], max(last, ds[-1][0])
         if train_start is not None:
             spin = [s for s in self.power if len(s) >= 2 and s[0][0] > train_start
                     and all(u >= BUSY_UTIL and w <= POWER_SHARE * cap for _, w, cap, u in s)]
@@ -164,6 +233,13 @@ class StepWaitTracker:
                 nums.update(spin_gpus=len(worst), spin_w=max(w for _, w, _, _ in worst), spin_cap=worst[0][2],
                             spin_snaps=len(spin), comm=True)
                 first, last = first or spin[0][0][0], max(last, spin[-1][-1][0])
+        if self.pcie:       # a busy GPU is at work, training records or not (a server, a loop printing no metrics)
+            slow = [(ln, g, v) for ln, g, v in self.pcie if ln > (train_start or 0) and v[2] is not None
+                    and v[2] >= PCIE_BUSY and v[0] is not None and v[1] is not None and v[0] < v[1]]
+            if slow:
+                ln, g, v = slow[0]
+                nums.update(pcie_gpu=g, pcie_util=v[2], pcie_gen=v[0], pcie_gmax=v[1], pcie_reads=len(slow), pcie=True)
+                first, last = first or ln, max(last, slow[-1][0])
         if not nums:
             return []
         return [Anomaly("step_wait", "throughput-low", "error", first, max(first, last), None, 1, nums)]

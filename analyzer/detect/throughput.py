@@ -445,11 +445,11 @@ class ThroughputTracker:
             if d < th.decode_min:
                 nums.update(decode=fmt(d), reqs=max(r for _, r in self.decode))
             if len(self.decode) >= th.rise_min_samples:
-                # decoding per running request fell and stayed down (KV-cache pressure, retraction, swapping)
-                rates = [x for x, _ in self.decode]
-                k = max(4, len(rates) // 4)
-                e, lt = _median(rates[:k]), _median(rates[-k:])
-                if lt > 0 and e > th.rise_factor * lt:
+                # decoding per running request fell and stayed down (KV-cache pressure, retraction, swapping), and the
+                # engine's total rate with it: batching more requests divides each one's rate, not the engine's
+                rates, tot = [x for x, _ in self.decode], [x * n for x, n in self.decode]
+                e, lt = _median(rates[:(k := max(4, len(rates) // 4))]), _median(rates[-k:])
+                if lt > 0 and e > th.rise_factor * lt and _median(tot[-k:]) < _median(tot[:k]):
                     nums.update(decode_from=fmt(e), decode_to=fmt(lt), drop=f"{e / lt:.1f}")
                     strong = strong or e >= th.rise_error * lt
             if "decode" in nums or "drop" in nums:     # the decode lines are the evidence
