@@ -273,6 +273,25 @@ log(37 / categories holding the term), mixed with the plain weight at 0-0.7): lo
 both halves; capping the category term at 0.2-0.4 (kept only 2-7 titles of the gain); scaling it by category size
 (fewer rules, more weight: lost on both halves at power 0.5, gained less at 0.25); counting only the query's own words, not synonym
 expansions, for the runners-up (2049). Floors unchanged.
+The eighteenth batch (k54: 147 rows, 51 zh: DeepSpeed ZeRO-3 NCCL timeouts, PEFT/LoRA adapter loads, torchrun/c10d rendezvous,
+HCCL on vllm-ascend, accelerate/torchtune/litgpt/axolotl OOMs, unknown architectures, Blackwell no-kernel-image, flash-attn installs,
+PaddleNLP/Firefly/MedicalGPT/Chinese-LLaMA-Alpaca/Yi/xtuner, gated repos, ECC faults, stale NFS handles, CPU-only torch installs; taken
+in the search's order, labelled with the root cause the thread's answer names) was measured held out first: top-1 96/147 = 0.653
+(zh 33/51 = 0.647, en 63/96 = 0.656), top-3 114/147 = 0.776. With it, all 2712 rows stood at 2169/2712 = 0.7998 (zh 813/1047 =
+0.7765, en 1356/1665 = 0.8144), under the en and all floors. Vocabulary added (rules/kb.yaml: a smaller GPU and the resources a model
+needs (需要的资源 / 多少资源) as memory questions, training on the CPU or a torch without GPU support (CPU训练 / 改用GPU / GPU版本) as
+cuda-unavailable, "segmentation error", "disc space", a dataloader that lags, "wrong shape", a token the hub requires; "super slow" /
+超级慢 as throughput-low and "hang(s)" as nccl-timeout category tags): +14 titles, none lost. Then the category term: CATEGORY_WEIGHT
+0.05 -> 0.08 and CATEGORY_DEPTH 3 -> 4 (the 2nd..4th best rules of a category), with 保存 also expanding to saving/output_dir so that
+"保存模型没有权限" stays a write error: +18 -5 titles, gaining on both crc32(url) halves (+6, +7); larger weights gained little more
+with much more churn (0.2 at depth 4: +41 -26). All 2712 rows: top-1 2196/2712 = 0.810 (zh 825/1047 = 0.788, en 1371/1665 = 0.823);
+the first 2565 rows 2087/2565 (were 2073); the k54 batch 109/147 = 0.741 (zh 40/51, en 69/96), top-3 119/147. Tried and not kept:
+"can't import"/"cannot import", "memory requirement(s)", "ecc error", "stale file handle", "no route to host", "rendezvous" (moved no
+title), "throughput issue" and "very/too/so slow" as category tags (their words leak into every throughput rule: "cuda available
+issue" lost), "training time" (sent "GPU memory during training time" to throughput-low). Floors raised to zh 0.783, en 0.818, all
+0.804 (about 0.005 under the measured rates). Misses left: titles that name no cause ("Issues with training", "已解决", "[Question]:"),
+ZeRO-3 hangs whose stack words outweigh the hang ("BertLMHeadModel.from_pretrained hangs when using zero-3" lands on the ZeRO-3 loading
+rules), and 内存 meaning GPU memory in one thread and host RAM in another.
 """
 from pathlib import Path
 
@@ -284,8 +303,8 @@ from llmtriage.kb.words import KbWords, kb_words_path, load_kb_words, parse_kb_w
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"
-FLOOR = {"zh": 0.775, "en": 0.815}
-FLOOR_ALL = 0.80
+FLOOR = {"zh": 0.783, "en": 0.818}
+FLOOR_ALL = 0.804
 
 
 def _rows():
