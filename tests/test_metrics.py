@@ -317,7 +317,8 @@ def test_detector_texts_are_complete():
                    "world_shortfall": "verdict-world-smaller-than-requested",
                    "init_incomplete": "verdict-init-world-incomplete",
                    "eval_no_metrics": "metric-eval-without-metrics",
-                   "decode_speed_gap": "metric-decode-speed-fallback-kernel"}
+                   "decode_speed_gap": "metric-decode-speed-fallback-kernel",
+                   "head_reload": "metric-head-reinitialised-on-reload"}
     # interrupted_wait (detect/interrupted_wait): one entry per reading, each a complete text of its own
     nested = {"interrupted_wait": {"hub": "verdict-interrupted-in-hub-request", "shm": "verdict-stalled-first-step-small-shm",
                                    "collective": "verdict-interrupted-in-collective",
@@ -675,6 +676,8 @@ def test_the_same_eval_loss_at_every_evaluation_is_no_grad():
     rep = analyze(_eval_log(["3.4096", "3.4096", "3.4096"]))
     top = rep.findings[0]
     assert top.rule_id == "metric-eval-loss-frozen" and top.severity == "error" and top.category == "no-grad"
+    rep = analyze(_eval_log(["0.74120", "0.74120", "0.74120"]))    # a trailing zero after four digits
+    assert rep.findings[0].rule_id == "metric-eval-loss-frozen"
 
 
 def test_eval_loss_frozen_with_a_stale_step_counter_reads_the_epochs():
@@ -695,7 +698,7 @@ def test_eval_loss_frozen_with_a_stale_step_counter_reads_the_epochs():
 def test_eval_losses_that_move_or_a_bar_postfix_raise_nothing():
     from llmtriage import analyze
     for log in (_eval_log(["3.4096", "3.3811", "3.3502"]), _eval_log(["3.41", "3.41"]),
-                _eval_log([], bar_postfix=True)):
+                _eval_log(["0.79000", "0.79000", "0.79000"]), _eval_log([], bar_postfix=True)):
         assert not any(f.rule_id == "metric-eval-loss-frozen" for f in analyze(log).findings)
 
 
@@ -1047,6 +1050,12 @@ def test_a_fine_tune_starting_at_the_untrained_loss_did_not_load_its_weights():
     assert top[0].captures["vocab"] == "128256" and top[0].line == 3
     scratch = llmtriage.analyze(head.replace("--checkpoint.initial_load_path=/models/Llama-3.1-8B --checkpoint.initial_load_in_hf", "") + steps)
     assert not any(f.rule_id == "metric-loss-starts-untrained" for f in scratch.findings)
+    # a resume from a trained step (--checkpoint.load_step 3000) that starts at a uniform guess loaded nothing
+    resume = head.replace("--checkpoint.initial_load_path=/models/Llama-3.1-8B --checkpoint.initial_load_in_hf",
+                          "--checkpoint.enable_checkpoint --checkpoint.load_step 3000")
+    assert llmtriage.analyze(resume + steps).findings[0].rule_id == "metric-loss-starts-untrained"
+    latest = resume.replace("--checkpoint.load_step 3000", "--checkpoint.load_step -1")      # the default: none needed
+    assert not any(f.rule_id == "metric-loss-starts-untrained" for f in llmtriage.analyze(latest + steps).findings)
     loaded = llmtriage.analyze(head + steps.replace("11.98", "2.41").replace("11.41", "2.30").replace("10.87", "2.25")
                                .replace("10.20", "2.20").replace("9.71", "2.15").replace("8.90", "2.10"))
     assert not any(f.rule_id == "metric-loss-starts-untrained" for f in loaded.findings)

@@ -174,6 +174,28 @@ def test_a_dump_stuck_in_a_distributed_runtime_below_python_is_a_hang():
     assert all(f.rule_id != "thread-dump-collective-hang" for f in llmtriage.analyze(own).findings)
 
 
+DEEPEP_DUMP = """[2026-06-26 15:41:22 DP0 TP0 EP0] Prefill batch. #new-seq: 4, #new-token: 15872, #cached-token: 6144
+[2026-06-26 15:41:44] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.
+Thread 0x7f3c2a9ff740 (active): "MainThread"
+    dispatch (deep_ep/buffer.py:545)
+    _dispatch_core (sglang/srt/layers/moe/token_dispatcher/deepep.py:412)
+    forward_deepep (sglang/srt/models/deepseek_v2.py:688)
+    run_batch (sglang/srt/managers/scheduler.py:1912)
+[2026-06-26 15:44:04] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.
+"""
+
+
+def test_a_dump_in_deepep_dispatch_then_a_sigterm_is_a_hang_the_stop_ended():
+    """DeepEP's all-to-all runs below Python; a SIGTERM after the dump (a health check's restart) only ended the hang."""
+    rep = llmtriage.analyze(DEEPEP_DUMP + "[2026-06-26 15:44:05] SIGTERM received. signum=None frame=None. Draining requests\n")
+    errs = _errors(rep)
+    assert rep.extra["status"] == "crashed" and [f.rule_id for f in errs] == ["thread-dump-collective-hang"]
+    assert "dispatch (deep_ep/buffer.py:545)" in errs[0].message
+    # a native crash after the same dump is its own death
+    crash = llmtriage.analyze(DEEPEP_DUMP + "Fatal Python error: Segmentation fault\n")
+    assert all(f.rule_id != "thread-dump-collective-hang" for f in crash.findings)
+
+
 def test_a_recognised_error_keeps_the_root_cause_and_gets_the_stuck_frame():
     watchdog = ("[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
                 "WorkNCCL(SeqNum=4101, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 "

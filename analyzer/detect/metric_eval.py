@@ -11,13 +11,19 @@ def eval_frozen(t: MetricTracker, fin: list[Record]) -> Optional[dict[str, Any]]
     """Every evaluation printed the same loss, to 4+ significant digits, with training steps logged between
     the first and the last: the evaluated weights never changed (no optimizer update reaches them: frozen
     or unwrapped parameters, FSDP without use_orig_params, an optimizer built before the model was wrapped).
-    Real evaluations of a model that trains differ in the last digits. Returns the anomaly's fields
+    Real evaluations of a model that trains differ in the last digits; trailing zeros are no digits (0.79000
+    is two). Returns the anomaly's fields
     (metric_detect builds it), or None."""
     ev = t.evals
     if len(ev) < 2 or len({v for _, v in ev}) != 1:
         return None
     value = ev[0][1]
-    if len(value.replace(".", "").lstrip("0")) < 4:
+    # significant digits: trailing zeros after the point carry none (a value rounded to two digits, then
+    # printed with a fixed width as 0.79000, repeats by rounding, not because the weights never changed)
+    digits = value.split("e")[0].split("E")[0]
+    if "." in digits:
+        digits = digits.rstrip("0")
+    if len(digits.replace(".", "").replace("-", "").lstrip("0")) < 4:
         return None
     between = [r for r in fin if ev[0][0] < r.line < ev[-1][0]]
     steps = {r.step for r in between if r.step is not None}

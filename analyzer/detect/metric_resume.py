@@ -85,6 +85,33 @@ def resume_drop(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> lis
         "factor": round(lb / la, 1) if la > 0 else None})]
 
 
+JUMP_FACTOR = 2.0     # resume_reset: the first records after a resume this many times the last ones before ...
+JUMP_ABS = 2.0        # ... and this much higher
+
+
+def resume_reset(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> list[Anomaly]:
+    """The anomaly when the first WINDOW records after a resume marker have a median loss JUMP_FACTOR x (and JUMP_ABS)
+    above the median of the last WINDOW before it: the loaded checkpoint reported success, but the weights the run
+    trains on after it are not the ones it saved (a tied or rebuilt lm_head, an optimizer state loaded over the
+    weights, a partial load): state-dict-keys. A resume that jumps ahead or crosses an epoch is left alone."""
+    if t.sampled or not marks or any(a.severity == "error" for a in found):
+        return []
+    recs = [r for r in t.records() if finite(r.loss)]
+    if any(r.rl for r in recs):
+        return []
+    for m in marks:
+        before = [r for r in recs if r.line < m][-WINDOW:]
+        after = [r for r in recs if r.line > m][:WINDOW]
+        if len(before) < 3 or len(after) < 3 or _jumps_ahead(before, after):
+            continue
+        lb, la = _median([r.loss for r in before]), _median([r.loss for r in after])  # type: ignore[misc]
+        if la >= JUMP_FACTOR * lb and la - lb >= JUMP_ABS:
+            return [Anomaly("resume_reset", "state-dict-keys", "error", m, after[-1].line, after[0].step, len(after), {
+                "before": fmt(lb), "before_at": before[-1].at, "after": fmt(la), "at": after[0].at, "line": m,
+                "factor": round(la / lb, 1) if lb > 0 else None})]
+    return []
+
+
 def resumed_low_start(marks: list[int], found: list[Anomaly]) -> None:
     """A loss near 0 from the first record is the labels giving the answer away only when that record is the
     start of training; when a resume marker precedes the first record, the run restored weights that already

@@ -17,8 +17,19 @@ def line_bounds(view: bytes, pos: int) -> tuple[int, int]:
     return ls, (len(view) if le < 0 else le)
 
 
+DS_TRACE = 512      # DeepSpeed counters kept in order from the start (detect/scaler_settled.py reads them)
+
+
 def scan_skips(self: Any, lines: bytes, view: bytes, line_base: int) -> None:
     """DeepSpeed `step=N, skipped=K` and Megatron `number of skipped iterations: K` lines."""
+    if len(self.ds_trace) < DS_TRACE and b", skipped=" in view:
+        pos = view.find(b", skipped=")
+        while pos >= 0 and len(self.ds_trace) < DS_TRACE:
+            ls, le = line_bounds(view, pos)
+            got = parse_skips(view[ls:le])
+            if got is not None and got[0] == "ds":
+                self.ds_trace.append((got[1], got[2], line_base + lines.count(b"\n", 0, ls)))
+            pos = view.find(b", skipped=", le)
     # DeepSpeed's counters are cumulative: only the block's last `skipped=` line matters
     pos = view.rfind(b", skipped=")
     while pos >= 0:

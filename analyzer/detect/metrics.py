@@ -95,6 +95,7 @@ class MetricTracker:
         self.rl_records = 0
         # skipped optimizer steps: DeepSpeed's cumulative counter, Megatron's per-interval one
         self.ds_skips: Optional[tuple[int, int, int]] = None      # (step, skipped so far, line)
+        self.ds_trace: list[tuple[int, int, int]] = []           # the first DS_TRACE of them (metric_skips)
         self.guard = new_guard()           # a trainer's own gradient-guard skips (metric_guard)
         self.meg_iters = 0                 # iterations covered by Megatron log lines
         self.meg_skipped = 0

@@ -95,7 +95,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_gap import train_eval_gap   # deferred: as above
         from llmtriage.detect.metric_overfit import eval_rising   # deferred: as above
         from llmtriage.detect.metric_chance import eval_at_chance   # deferred: as above
-        from llmtriage.detect.metric_resume import resume_drop, resumed_low_start   # deferred: as above
+        from llmtriage.detect.metric_resume import resume_drop, resume_reset, resumed_low_start   # deferred: as above
         from llmtriage.detect.metric_eval_summary import eval_perfect_early, eval_summary_frozen   # deferred: as above
         from llmtriage.detect.throughput_starved import starved_gpus   # deferred: as above
         from llmtriage.detect.alloc_retries import alloc_thrash   # deferred: as above
@@ -129,6 +129,7 @@ class TrainingObserver:
         anomalies += eval_rising(self.metrics, anomalies)
         anomalies += eval_at_chance(self.metrics, anomalies)
         anomalies += resume_drop(self.metrics, self.resumes.lines, anomalies)
+        anomalies += resume_reset(self.metrics, self.resumes.lines, anomalies)
         anomalies += eval_summary_frozen(self.eval_summaries, self.metrics.records(), anomalies)
         anomalies += eval_perfect_early(self.eval_summaries, self.metrics.records(), anomalies)
         recs = self.metrics.head
@@ -154,6 +155,8 @@ class TrainingObserver:
         findings.extend(to_findings(anomalies, findings, self.lang))
         from llmtriage.detect.new_keys_trained import new_keys_trained   # deferred: as above
         new_keys_trained(findings, self.metrics.records(), self.head.number("vocab"), self.lang)
+        from llmtriage.detect.scaler_settled import scaler_settled   # deferred: as above
+        scaler_settled(findings, self.metrics.ds_trace, self.metrics.ds_skips, self.lang)
         # start-up cues (detect/head_cues.py), each only when no error finding (an earlier one's included) explains the run
         records = self.metrics.records()
         for judge_head in (lambda: untrained_start(self.head, records, findings, self.lang),
@@ -220,6 +223,14 @@ def eval_no_metrics(engine: Any = None) -> Any:
     return EvalNoMetricsTracker(engine)
 
 
+def head_reload(engine: Any = None) -> Any:
+    """A task head "newly initialized" again when the model is reloaded after training, then scores far below the
+    training-time evaluation (detect/head_reload.py)."""
+    from llmtriage.detect.head_reload import HeadReloadTracker   # deferred: loads when a scan first asks for it
+
+    return HeadReloadTracker(engine)
+
+
 def decode_speed_gap(engine: Any = None) -> Any:
     """Benchmark runs of one log where the run that warned of a slow fallback kernel generates far slower than a
     sibling run (detect/decode_speed_gap.py)."""
@@ -249,5 +260,5 @@ class VerdictObserver:
 # length-cap reading, which steps aside when an error is found already, is for completions that grew into the cap)
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
                                          rl_grad_blowup, rl_rollout_garbage, rl_length_cap, eval_no_metrics,
-                                         decode_speed_gap]
+                                         decode_speed_gap, head_reload]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""

@@ -26,6 +26,7 @@ from typing import Any, Optional
 from llmtriage.engine.logparse import split_prefix
 from llmtriage.findings import Finding
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
+from llmtriage.detect.spec import verdict_spec
 
 MAX_THREADS = 256
 MAX_FRAMES = 200
@@ -52,8 +53,9 @@ _RUNTIME_CALLER = re.compile(r"(?:^|[/\\])(?:torch|deepspeed|megatron[/\\]core|a
 # where a thread waits for the GPU on behalf of its caller (stream / event synchronize): look past it
 _SYNC_PATH = re.compile(r"torch[/\\]cuda[/\\](?:streams|__init__)\.py")
 # code of a distributed runtime whose Python frame sits on a collective py-spy cannot show (it is in C++):
-# ZeRO's gradient-norm all_reduce, the pipeline engine's send/recv, Megatron's p2p and grad-sync code
-_DIST_PATH = re.compile(r"deepspeed[/\\]runtime[/\\](?:zero|pipe)[/\\]|deepspeed[/\\]runtime[/\\]comm[/\\]"
+# ZeRO's gradient-norm all_reduce, the pipeline engine's send/recv, Megatron's p2p and grad-sync code, DeepEP's
+# expert-parallel all-to-all (deep_ep Buffer.dispatch / combine)
+_DIST_PATH = re.compile(r"deep_ep[/\\]|deepspeed[/\\]runtime[/\\](?:zero|pipe)[/\\]|deepspeed[/\\]runtime[/\\]comm[/\\]"
                         r"|megatron[/\\](?:core[/\\])?(?:pipeline_parallel|distributed)[/\\]"
                         r"|megatron[/\\]p2p_communication\.py|torch[/\\]distributed[/\\]fsdp[/\\]")
 
@@ -167,13 +169,19 @@ class ThreadDumpObserver:
 
 
 def hang_finding(info: Optional[dict[str, Any]], last_progress: int, lang: Optional[str],
-                 scanner: Any = None) -> Optional[Finding]:
+                 scanner: Any = None, status: str = "running", death: Optional[dict[str, Any]] = None) -> Optional[Finding]:
     """An error for a job whose last thread dump shows the main thread waiting in a collective with no
-    progress after the dump (the verdict asks only when nothing else is an error and nothing died). A
-    progress line after the dump whose step counter stands where it stood before it (`tail` of the log
-    showing the same "0/100" bar again) is no progress."""
+    progress after the dump (the verdict asks only when nothing else is an error). A job that died counts
+    only when its death is a stop from outside after the dump (rules/verdict.yaml `hang_stopped`: a SIGTERM,
+    a Ctrl-C, a scancel): the stop ended the hang the dump shows. A progress line after the dump whose step
+    counter stands where it stood before it (`tail` of the log showing the same "0/100" bar again) is no progress."""
     if not info or not info.get("collective"):
         return None
+    if status != "running":
+        stop = verdict_spec().get("hang_stopped")
+        if status != "crashed" or not death or not stop or death["line"] <= info["end"] \
+                or not re.search(stop, death.get("evidence", "")):
+            return None
     if last_progress > info["end"] and (scanner is None or scanner.steps_after(info["line"], epochs=False) > 0):
         return None
     entry = detector_texts()["collective_hang"]

@@ -416,9 +416,9 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
             findings.append(unknown_finding(root, lang))
         elif root is not None:
             promote_covering(covered, root.line, lang)
-    if status == "running" and report.extra.get("thread_dump") and not any(f.severity == "error" for f in findings):
+    if report.extra.get("thread_dump") and not any(f.severity == "error" for f in findings):
         from llmtriage.detect.threaddump import hang_finding   # deferred: loaded only by scans that met a thread dump
-        hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang, scanner)
+        hang = hang_finding(report.extra.get("thread_dump"), scanner.last_progress, lang, scanner, status, evidence)
         if hang is not None:
             findings.append(hang)
     if status == "crashed" and evidence is not None and (
