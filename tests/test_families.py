@@ -627,3 +627,55 @@ def test_an_attribute_read_before_the_constructor_set_it_is_no_version_gap():
                                       ["/py/deepspeed/ops/adam/cpu_adam.py"], "self.ds_opt_adam.create_adam(self.opt_id)",
                                       ["/app/train.py <module>", "/py/deepspeed/ops/adam/cpu_adam.py __init__"])]
     assert "AttributeError on the class's own state" not in names
+
+
+@pytest.mark.parametrize("text", [
+    "pydantic.errors.PydanticImportError: `BaseSettings` has been moved to the `pydantic-settings` package. "
+    "See https://docs.pydantic.dev/2.0.2/migration/#basesettings-has-moved-to-pydantic-settings for more details.",
+    "pydantic.errors.PydanticImportError: `pydantic:ConstrainedFloat` has been removed in V2.",
+    "TypeError: `dumps_kwargs` keyword arguments are no longer supported.",
+    "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'",
+])
+def test_an_api_gone_from_the_installed_release_is_a_version_mismatch(text):
+    # the library says the caller's API was moved, removed or dropped (pydantic 2, NumPy 2), or a union
+    # annotation of classes met a Python older than 3.10
+    got = family_of(text)
+    assert got is not None and got[0] == "dependency-mismatch", scores(text)[:3]
+
+
+@pytest.mark.parametrize("text", [
+    "TypeError: unsupported operand type(s) for |: 'Tensor' and 'NoneType'",   # a runtime `or` of values
+    "ValueError: the cache is no longer valid",
+    "TypeError: 'type' object is not subscriptable",                         # needs the annotation line (a shape)
+])
+def test_near_misses_of_an_api_gone_name_no_family(text):
+    assert family_of(text) is None, scores(text)[:3]
+
+
+def test_type_hint_syntax_newer_than_the_interpreter_is_placed_only_on_an_annotation():
+    from llmtriage.detect.family import shape_cues
+    files = ["/srv/app.py", "/usr/local/lib/python3.8/dist-packages/vllm/entrypoints/openai/serving_completion.py"]
+    fams = lambda msg, code: [s[0] for s in shape_cues("TypeError", msg, files, code)]
+    assert fams("'type' object is not subscriptable", "TypeTokenIDs = list[int]") == ["dependency-mismatch"]
+    assert fams("'type' object is not subscriptable", "exc_type: Optional[type[BaseException]],") == ["dependency-mismatch"]
+    assert fams("'type' object is not subscriptable", ") -> OrderedDict[str, torch.Tensor]:") == ["dependency-mismatch"]
+    assert fams("unsupported operand type(s) for |: 'type' and 'NoneType'",
+                "attn_logits_soft_cap: float | None = None):") == ["dependency-mismatch"]
+    # the same words on a runtime expression (indexing a class by mistake) are a code bug
+    assert fams("'type' object is not subscriptable", 'x = cfg["types"][idx]') == []
+    assert fams("'type' object is not subscriptable", "") == []
+
+
+def test_the_verdict_places_a_module_level_builtin_generic_on_an_old_python():
+    text = ("Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.8/runpy.py", line 87, in _run_code\n'
+            "    exec(code, run_globals)\n"
+            '  File "/usr/local/lib/python3.8/dist-packages/vllm/entrypoints/openai/serving_completion.py", line 22, in <module>\n'
+            "    TypeTokenIDs = list[int]\n"
+            "TypeError: 'type' object is not subscriptable\n")
+    _, top = _top(text)
+    assert (top.rule_id, top.category, top.confidence) == ("unknown", "dependency-mismatch", "low")
+    # a user script indexing a class at run time stays plainly unknown
+    bug = text.replace("TypeTokenIDs = list[int]", "ids = token_types[i]")
+    _, top = _top(bug)
+    assert (top.rule_id, top.category) == ("unknown", "unknown")

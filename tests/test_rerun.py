@@ -113,3 +113,28 @@ def test_an_error_printed_after_a_finish_with_no_new_command_is_teardown():
         "[INFO:swift] exiting\n")
     rep = llmtriage.analyze(text)
     assert rep.extra["status"] == "finished" and not _errors(text)
+
+
+
+def _twice(second: str) -> str:
+    tb = ("Traceback (most recent call last):\n"
+          '  File "main_finetune.py", line 46, in <module>\n'
+          "    from pkg.util import helper\n"
+          '  File "/srv/repo/pkg/util.py", line 37, in <module>\n'
+          "    exc_type: Optional[type[BaseException]],\n"
+          "TypeError: 'type' object is not subscriptable\n"
+          "srun: error: node7: tasks 0-1: Exited with exit code 1\n")
+    cmd = "(env) root@ubuntu:/srv/repo# bash exps/finetune.sh ./ckpt\n+ srun python -u main_finetune.py --epochs 3\n"
+    return cmd + tb + cmd + tb.replace("TypeError: 'type' object is not subscriptable", second)
+
+
+def test_a_rerun_that_dies_of_the_same_error_keeps_it_the_error_to_fix():
+    """The command typed again met the very error its first run died of (merged into the first run's finding):
+    that error is still the cause, not history behind the launcher's exit line."""
+    rep = llmtriage.analyze(_twice("TypeError: 'type' object is not subscriptable").encode())
+    top = [f for f in rep.findings if f.severity == "error"][0]
+    assert (top.rule_id, top.category, top.judgement) == ("unknown", "dependency-mismatch", None)
+    # a rerun that died of another error leaves the first run's error as history
+    rep = llmtriage.analyze(_twice("KeyError: 'input_ids'").encode())
+    (first,) = [f for f in rep.findings if "subscriptable" in (f.evidence or "")]
+    assert first.severity == "warning" and first.judgement["context"] == "earlier-run"

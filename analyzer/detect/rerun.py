@@ -68,12 +68,18 @@ def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
     return best
 
 
-def earlier_run(findings: list[Finding], rerun: int, death_line: int, lang: Optional[str]) -> None:
-    """Error findings of the runs before `rerun` (the last run died at `death_line`) become warnings."""
+def earlier_run(findings: list[Finding], rerun: int, death_line: int, lang: Optional[str],
+                death_text: str = "") -> None:
+    """Error findings of the runs before `rerun` (the last run died at `death_line`) become warnings, except
+    one whose line is the very error the last run died of (`death_text`): the rerun met the same failure,
+    so it is still the one to fix (a repeat merged into the first run's finding keeps that finding's line)."""
     if not rerun or death_line <= rerun:
         return
     reason = verdict_spec()["rerun"]["reason"]
+    same = " ".join(death_text.split())
     for f in findings:
+        if same and " ".join((f.evidence or "").split()) == same:
+            continue
         if f.severity == "error" and (f.last_line or f.line) < rerun and not f.rule_id.startswith("metric-"):
             f.severity = "warning"
             f.judgement = {"context": "earlier-run", "severity_was": "error",

@@ -428,7 +428,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
         findings.append(death_unknown(evidence, lang))
     _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     if rerun and evidence is not None:
-        earlier_run(findings, rerun, evidence["line"], lang)
+        earlier_run(findings, rerun, evidence["line"], lang, evidence.get("evidence") or "")
     _timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
     oom_on_held_gpu(findings, verdict_spec().get("oom_on_held_gpu"), lang)
