@@ -11,9 +11,9 @@ the anchor misses is read by `parse_line` itself (its key=value reader takes spa
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
-from llmtriage.detect.metric_parse import parse_line, regexes
+from llmtriage.detect.metric_parse import num, parse_line, regexes
 
 _NUM = rb"([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|nan|-?inf))"
 # Marian: the update counter and the cost on one display line (the learning rate when --lr-report is on)
@@ -26,21 +26,12 @@ _BARE = re.compile(rb"(?m)^[^\n]*?\bstep ([0-9]+) loss " + _NUM + rb"(?=\s|$)(?:
 GATES = (b" : Cost ", b" loss ")
 
 
-def _num(b: Optional[bytes]) -> Optional[float]:
-    if b is None:
-        return None
-    try:
-        return float(b)
-    except ValueError:
-        return None
-
-
 def scan_formats(self: Any, lines: bytes, view: bytes, line_base: int) -> None:
     """Add a record for each Marian display line and each bare `step N loss X` line in the block."""
     if b" : Cost " in view and b"Up. " in view:
         for m in _MARIAN.finditer(view):
             ls = view.rfind(b"\n", 0, m.start()) + 1
-            self.add(line_base + lines.count(b"\n", 0, ls), (int(m.group(2)), _num(m.group(3)), None, _num(m.group(4)), None))
+            self.add(line_base + lines.count(b"\n", 0, ls), (int(m.group(2)), num(m.group(3)), None, num(m.group(4)), None))
     if b" loss " in view and b"step " in view:
         anchor = regexes().ANCHOR
         for m in _BARE.finditer(view):
@@ -48,5 +39,5 @@ def scan_formats(self: Any, lines: bytes, view: bytes, line_base: int) -> None:
             line = view[m.start():le if le >= 0 else len(view)]
             if anchor.search(line):
                 continue
-            parsed = parse_line(line) or (int(m.group(1)), _num(m.group(2)), None, _num(m.group(3)), None)
+            parsed = parse_line(line) or (int(m.group(1)), num(m.group(2)), None, num(m.group(3)), None)
             self.add(line_base + lines.count(b"\n", 0, m.start()), parsed)

@@ -19,7 +19,7 @@ data), RL records, and runs another detector already names.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterator, Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import MetricTracker, finite
@@ -63,18 +63,8 @@ def _jumps_ahead(before: list, after: list) -> bool:
 def resume_drop(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> list[Anomaly]:
     """The anomaly when the first WINDOW records after a resume marker have a median loss DROP_FACTOR x
     (and DROP_ABS) below the median of the last WINDOW before it."""
-    if t.sampled or not marks or any(a.severity == "error" for a in found):
-        return []
-    recs = [r for r in t.records() if finite(r.loss)]
-    if any(r.rl for r in recs):
-        return []
     hit: Optional[tuple] = None
-    for m in marks:
-        before = [r for r in recs if r.line < m][-WINDOW:]
-        after = [r for r in recs if r.line > m][:WINDOW]
-        if len(before) < 3 or len(after) < 3 or _jumps_ahead(before, after):
-            continue
-        lb, la = _median([r.loss for r in before]), _median([r.loss for r in after])  # type: ignore[misc]
+    for m, before, after, lb, la in _resume_windows(t, marks, found):
         if la * DROP_FACTOR <= lb and lb - la >= DROP_ABS:
             hit = (m, before, after, lb, la)
     if hit is None:
@@ -83,6 +73,21 @@ def resume_drop(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> lis
     return [Anomaly("resume_drop", "loss-suspicious", "error", m, after[-1].line, after[0].step, len(after), {
         "before": fmt(lb), "before_at": before[-1].at, "after": fmt(la), "at": after[0].at, "line": m,
         "factor": round(lb / la, 1) if la > 0 else None})]
+
+
+def _resume_windows(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> Iterator[tuple]:
+    """(mark, WINDOW records before, WINDOW after, median loss before, median after) of each resume marker with three
+    records on each side and no jump ahead; nothing on a sampled tracker, an RL log or after an error anomaly."""
+    if t.sampled or not marks or any(a.severity == "error" for a in found):
+        return
+    recs = [r for r in t.records() if finite(r.loss)]
+    if any(r.rl for r in recs):
+        return
+    for m in marks:
+        before = [r for r in recs if r.line < m][-WINDOW:]
+        after = [r for r in recs if r.line > m][:WINDOW]
+        if len(before) >= 3 and len(after) >= 3 and not _jumps_ahead(before, after):
+            yield m, before, after, _median([r.loss for r in before]), _median([r.loss for r in after])
 
 
 JUMP_FACTOR = 2.0     # resume_reset: the first records after a resume this many times the last ones before ...
@@ -94,17 +99,7 @@ def resume_reset(t: MetricTracker, marks: list[int], found: list[Anomaly]) -> li
     above the median of the last WINDOW before it: the loaded checkpoint reported success, but the weights the run
     trains on after it are not the ones it saved (a tied or rebuilt lm_head, an optimizer state loaded over the
     weights, a partial load): state-dict-keys. A resume that jumps ahead or crosses an epoch is left alone."""
-    if t.sampled or not marks or any(a.severity == "error" for a in found):
-        return []
-    recs = [r for r in t.records() if finite(r.loss)]
-    if any(r.rl for r in recs):
-        return []
-    for m in marks:
-        before = [r for r in recs if r.line < m][-WINDOW:]
-        after = [r for r in recs if r.line > m][:WINDOW]
-        if len(before) < 3 or len(after) < 3 or _jumps_ahead(before, after):
-            continue
-        lb, la = _median([r.loss for r in before]), _median([r.loss for r in after])  # type: ignore[misc]
+    for m, before, after, lb, la in _resume_windows(t, marks, found):
         if la >= JUMP_FACTOR * lb and la - lb >= JUMP_ABS:
             return [Anomaly("resume_reset", "state-dict-keys", "error", m, after[-1].line, after[0].step, len(after), {
                 "before": fmt(lb), "before_at": before[-1].at, "after": fmt(la), "at": after[0].at, "line": m,
