@@ -471,7 +471,8 @@ def test_watch_sees_copytruncate_that_regrew_past_the_offset(tmp_path: Path, eng
     from llmtriage.workflows.watch import Follower
 
     log = tmp_path / "train.log"
-    log.write_text("".join(f"step {i} loss 2.0 lr 1e-4\n" for i in range(200)))
+    # a healthy, slowly falling loss (metric_formats reads these bare `step N loss X lr Y` lines: a flat 2.0 would be no-grad)
+    log.write_text("".join(f"step {i} loss {2.0 - i * 0.004:.3f} lr 1e-4\n" for i in range(200)))
     fol = Follower(str(log), engine)
     assert not [e for e in fol.poll() if e.kind == "finding"]
     ino = log.stat().st_ino
