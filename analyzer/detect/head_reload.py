@@ -49,6 +49,8 @@ class HeadReloadTracker(EndJudged):
     def feed(self, lines: bytes, view: bytes, line_base: int) -> None:
         if not self.finish_line and b"eval_" not in view and b"train_runtime" not in view:
             return
+        if self.finish_line and (len(self.after) >= _KEEP or _FREE.search(view) is None):
+            return      # after the finish only blocks holding a metric are read, up to _KEEP of them
         for i, line in enumerate(view.split(b"\n")):
             if not self.finish_line:
                 if b"'eval_" in line or b'"eval_' in line:

@@ -86,9 +86,14 @@ def earlier_run(findings: list[Finding], rerun: int, death_line: int, lang: Opti
                            "reason": tr(reason, lang, line=rerun, death=death_line)}
 
 
+def typed_between(scanner: Scanner, start: int, end: int) -> list[int]:
+    """Lines of the commands typed at a full shell prompt strictly between `start` and `end`."""
+    return [h[0] for h in scanner.hits.get("rerun", ()) if start < h[0] < end and h[1] == "shell-command"]
+
+
 def typed_after_finish(scanner: Scanner, finish_line: int, line: int) -> bool:
     """A command typed at a full shell prompt between the finish at `finish_line` and `line`, with no finish
     after that command: the finish ended the earlier command, and what `line` says belongs to the next one
     (`swift export` finished, then `ollama create` typed at the prompt failed)."""
-    typed = [h[0] for h in scanner.hits.get("rerun", ()) if finish_line < h[0] < line and h[1] == "shell-command"]
+    typed = typed_between(scanner, finish_line, line)
     return bool(typed) and not any(typed[-1] < h[0] for h in scanner.finishes())

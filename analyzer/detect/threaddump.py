@@ -26,7 +26,7 @@ from typing import Any, Optional
 from llmtriage.engine.logparse import split_prefix
 from llmtriage.findings import Finding
 from llmtriage.detect.metric_findings import detector_finding, detector_text, detector_texts
-from llmtriage.detect.spec import verdict_spec
+from llmtriage.detect.spec import compiled, verdict_spec
 
 MAX_THREADS = 256
 MAX_FRAMES = 200
@@ -180,7 +180,7 @@ def hang_finding(info: Optional[dict[str, Any]], last_progress: int, lang: Optio
     if status != "running":
         stop = verdict_spec().get("hang_stopped")
         if status != "crashed" or not death or not stop or death["line"] <= info["end"] \
-                or not re.search(stop, death.get("evidence", "")):
+                or not compiled(stop).search(death.get("evidence", "")):
             return None
     if last_progress > info["end"] and (scanner is None or scanner.steps_after(info["line"], epochs=False) > 0):
         return None

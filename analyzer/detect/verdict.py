@@ -56,7 +56,7 @@ from llmtriage.detect.scanner import Scanner, markers
 from llmtriage.detect.unknown import death_unknown, name_families, points_elsewhere, unknown_finding
 from llmtriage.detect.inner_exception import opaque_headline
 from llmtriage.detect.producer_died import producer_thread_exception
-from llmtriage.detect.rerun import typed_after_finish, earlier_run, last_rerun
+from llmtriage.detect.rerun import earlier_run, last_rerun, typed_after_finish, typed_between
 from llmtriage.detect.hccl_roster import name_missing_ranks
 from llmtriage.detect.input_growth import input_grew_before_oom
 from llmtriage.detect.prelude_finish import run_end_seen
@@ -133,7 +133,7 @@ def status_of(scanner: Scanner, exceptions: list[ExceptionInfo], bare: Optional[
 def _interrupted_rerun(scanner: Scanner, exceptions: list[ExceptionInfo], last_finish: int) -> bool:
     """A command typed at a shell prompt after the finish at `last_finish`, then a KeyboardInterrupt with no
     progress after that command: the log's last run was stopped by the user while it started, not finished."""
-    typed = [h[0] for h in scanner.hits.get("rerun", ()) if h[0] > last_finish and h[1] == "shell-command"]
+    typed = typed_between(scanner, last_finish, 1 << 62)
     if not typed or scanner.last_progress > typed[-1]:
         return False
     return any(e.line > typed[-1] and e.type.rsplit(".", 1)[-1] == "KeyboardInterrupt" for e in exceptions)
