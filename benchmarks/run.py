@@ -30,6 +30,7 @@ import random
 import resource
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,20 @@ MB = 1 << 20
 CPUS = os.cpu_count() or 1
 HAS_HYPERSCAN = importlib.util.find_spec("hyperscan") is not None   # the optional extra
 TIME_BIN = "/usr/bin/time" if Path("/usr/bin/time").exists() else None
+_LIVE: set[int] = set()     # process groups of measured commands still running
+
+
+def _kill_live(signum: Optional[int] = None, _frame=None) -> None:
+    """Stop every measured command (each runs in its own session, so it would outlive us), then exit
+    with the usual status for the signal: a benchmark stopped with ^C or `timeout` leaves no grep behind."""
+    for pg in list(_LIVE):
+        try:
+            os.killpg(pg, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _LIVE.clear()
+    if signum is not None:
+        sys.exit(128 + signum)
 
 # ----------------------------------------------------------------------------- log generator
 
@@ -313,7 +328,12 @@ def to_ere(p: str) -> Optional[str]:
 
 
 def _ok_for(cmd: list[str], patfile: Path) -> bool:
-    r = subprocess.run(cmd + [str(patfile), os.devnull], capture_output=True, env=dict(os.environ, LC_ALL="C"))
+    """The tool takes this one pattern: it compiles it without complaint within 20 s."""
+    try:
+        r = subprocess.run(cmd + [str(patfile), os.devnull], capture_output=True, env=dict(os.environ, LC_ALL="C"),
+                           timeout=20)
+    except subprocess.TimeoutExpired:
+        return False
     return r.returncode in (0, 1) and not r.stderr.strip()
 
 
@@ -367,19 +387,21 @@ def run_measured(cmd: list[str], env: Optional[dict] = None, stdout=None, timeou
         sink = tempfile.TemporaryFile(prefix="bench-out-")
         stdout = sink
     t0 = time.perf_counter()
-    p = subprocess.Popen(full, stdout=stdout, stderr=subprocess.PIPE, env=env, start_new_session=timeout is not None)
+    p = subprocess.Popen(full, stdout=stdout, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    _LIVE.add(p.pid)
     killed = False
     if timeout is not None:
         try:
             p.wait(timeout)
         except subprocess.TimeoutExpired:
             killed = True
-            os.killpg(p.pid, 9)                     # GNU time and the command it runs
+            os.killpg(p.pid, signal.SIGKILL)        # GNU time and the command it runs
     if p.returncode is None:
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
     else:
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _LIVE.discard(p.pid)
     dt = time.perf_counter() - t0
     if killed:
         if p.stderr:
@@ -438,6 +460,7 @@ def alternate(cmds: dict[str, list[str]], reps: int, env: Optional[dict] = None,
             if cap and k in cap and res[first]["t"]:
                 limit = max(30.0, cap[k] * res[first]["t"][-1])
             t, rss, rc = run_measured(c, env=env, timeout=limit)
+            print(f"    {k}: {t:.1f} s" + (" (stopped: over its cap)" if rc == CENSORED else ""), file=sys.stderr)
             res[k]["t"].append(t)
             res[k]["rss"].append(rss)
             res[k]["censored"] = rc == CENSORED
@@ -636,6 +659,8 @@ def main() -> int:
     ap.add_argument("--fleet-logs", type=int, default=500)
     ap.add_argument("--fleet-kb", type=float, default=256, help="size of each fleet log (KiB)")
     args = ap.parse_args()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _kill_live)
     only = set(filter(None, args.only.split(",")))
     want = (lambda k: not only or k in only)
 

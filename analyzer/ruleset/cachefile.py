@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - CPython builds always have it
 T = TypeVar("T")
 MAGIC = b"llmtriage-cache 2 "
 MAX_CACHE_BYTES = 64 << 20
+KEEP_PER_KIND = 16      # files kept per kind (the name before its first '-'): the most recently used
 
 
 def digest(data: bytes) -> str:
@@ -84,6 +85,10 @@ def read(path: Path) -> Optional[bytes]:
             bad = False
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 blob = fh.read(MAX_CACHE_BYTES + 1)
+            try:
+                os.utime(fd)                  # its mtime says when it was last used (see _prune)
+            except (OSError, NotImplementedError):
+                pass
     except OSError:
         return None
     finally:
@@ -119,10 +124,33 @@ def write(path: Path, payload: bytes) -> bool:
             fh.write(MAGIC + digest(payload).encode() + b"\n")
             fh.write(payload)
         os.replace(tmp, path)
-        return True
     except OSError:
         remove(tmp)
         return False
+    _prune(path)
+    return True
+
+
+def _prune(path: Path) -> None:
+    """Keep the KEEP_PER_KIND most recently used files of `path`'s kind: every edited rule set, custom
+    rule folder or test run keys new files, and the folder would otherwise grow without bound.
+    Only regular files of ours are removed, never a link or another user's file."""
+    kind = path.name.split("-", 1)[0] + "-"
+    mine = []
+    try:
+        with os.scandir(path.parent) as it:
+            for e in it:
+                if not e.name.startswith(kind) or not e.is_file(follow_symlinks=False):
+                    continue
+                st = e.stat(follow_symlinks=False)
+                if _private(st):
+                    mine.append((st.st_mtime, e.name))
+    except OSError:
+        return
+    mine.sort(reverse=True)
+    for _, name in mine[KEEP_PER_KIND:]:
+        if name != path.name:
+            remove(path.parent / name)
 
 
 def cached_json(path: Optional[Path], decode: Callable[[Any], T], compute: Callable[[], T],
