@@ -292,6 +292,22 @@ issue" lost), "training time" (sent "GPU memory during training time" to through
 0.804 (about 0.005 under the measured rates). Misses left: titles that name no cause ("Issues with training", "已解决", "[Question]:"),
 ZeRO-3 hangs whose stack words outweigh the hang ("BertLMHeadModel.from_pretrained hangs when using zero-3" lands on the ZeRO-3 loading
 rules), and 内存 meaning GPU memory in one thread and host RAM in another.
+The nineteenth batch (k56: 132 rows, 47 zh: newer 2025-2026 threads on Megatron/NeMo-RL/Megatron-Bridge OOMs and dist-ckpt keys,
+DeepEP/NVSHMEM init failures, HCCL and NPU OOM on vllm-ascend, Qwen3/Qwen3.5/Qwen3-VL hangs and transformers conflicts, RTX 5090 no
+kernel image, llama.cpp GGUF conversion of unknown architectures, Ray/verl host-RAM growth, flash-attn builds, torch.compile; taken in
+the search's order, labelled with the root cause the answer names) was measured held out first: top-1 104/132 = 0.788 (zh 36/47 =
+0.766, en 68/85 = 0.800), top-3 115/132 = 0.871. With it, all 2844 rows stood at 2300/2844 = 0.809 (zh 862/1094 = 0.788, en
+1438/1750 = 0.822). Changes: generic and product tags that stole titles were taken off single rules (AssertionError, Trainer,
+launcher, 单卡/多卡, checkpoint/resume/finetune, 微调/微调模型, CLI, Ray/ActorDiedError, ollama, ChatGLM, LoRA, GRPO, zero3/ZeRO-3,
+Triton, NeMo, 910B, 量化模型, "flash attention", adapter/load_adapter, reward, merging, quantization; each batch was kept only where it
+lost no title, so "多卡训练" on nccl-duplicate-gpu, "Qwen" on the remote-code rules, "Megatron" on deepspeed-comm-backend-not-set, "LoRA"
+on adapter-merge-into-quantized-model, "ChatGLM" on sentencepiece-model-unparsable and "GRPO" on reward-fn-failure-scored-zero stay),
+and rules/kb.yaml gained 卡主/卡着/卡再 (typos of 卡住), nvshmem, "cannot be installed" / "installation failed" / "install error" /
+"failed to install", "cpu-only" / "cpu only" / "cpu mode", torch.size, 越来越高 and "different devices". All 2844 rows: top-1
+2318/2844 = 0.815 (zh 869/1094 = 0.794, en 1449/1750 = 0.828); the k56 batch 110/132 = 0.833 (zh 37/47, en 73/85), top-3 117/132.
+Tried and not kept: "training time" again (+1 -1), 不够 and 显存需求 (moved no title). Floors raised to zh 0.79, en 0.825, all
+0.812. Misses left: titles that name no cause, GGUF conversions whose answer differs by thread (an unknown architecture, an old
+gguf-py), ollama "failed to load model" threads answered by an upgrade, and NVSHMEM titles without the word ("test_low_latency failed").
 """
 from pathlib import Path
 
@@ -303,8 +319,8 @@ from llmtriage.kb.words import KbWords, kb_words_path, load_kb_words, parse_kb_w
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"
-FLOOR = {"zh": 0.783, "en": 0.818}
-FLOOR_ALL = 0.804
+FLOOR = {"zh": 0.79, "en": 0.825}
+FLOOR_ALL = 0.812
 
 
 def _rows():
