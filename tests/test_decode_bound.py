@@ -59,3 +59,24 @@ def test_an_existing_decode_warning_is_raised_and_reworded() -> None:
 def test_toy_model_is_not_judged() -> None:
     tiny = _LLAMA.replace(b"4.68 GiB", b"0.35 GiB").replace(b"{on}", b"0")
     assert _judge(tiny, [(20.0, 1)]) == []
+
+
+def test_llama_bench_token_generation_rows_are_read() -> None:
+    bench = ("ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | fp16: dot2\n"
+             "| qwen38 27B Q4_K - Medium       |  16.41 GiB |    27.14 B | Vulkan     |  99 | Vulkan0      |           pp512 |        842.17 ± 3.12 |\n"
+             "| qwen38 27B Q4_K - Medium       |  16.41 GiB |    27.14 B | Vulkan     |  99 | Vulkan0      |           tg128 |          {tg} ± 0.02 |\n")
+    [slow] = _judge(bench.format(tg="6.84").encode(), [])
+    assert slow.severity == "error" and slow.numbers["bound_gpu"] == "RX 7900 XTX" and slow.numbers["bound_rate"] == "6.84"
+    assert _judge(bench.format(tg="31.20").encode(), []) == []
+
+
+def test_a_split_is_an_error_when_the_weights_would_fit_the_gpu() -> None:
+    ollama = (b'time=2024-11-16T21:03:00.733+08:00 level=INFO source=types.go:123 msg="inference compute" id=GPU-1a2b '
+              b'library=cuda variant=v12 compute=8.6 driver=12.6 name="NVIDIA GeForce RTX 3060" total="{total} GiB" available="11.0 GiB"\n'
+              b"llm_load_print_meta: model size       = 8.37 GiB (4.87 BPW)\n"
+              b"llm_load_tensors: offloaded 36/49 layers to GPU\n")
+    [fits] = _judge(ollama.replace(b"{total}", b"12.0"), [(4.5, 1)])
+    assert fits.severity == "error" and fits.numbers["vram_gb"] == "12.9"
+    # 8.4 GiB of weights on a 6 GiB card: the split is forced, the CPU's speed is expected
+    [forced] = _judge(ollama.replace(b"{total}", b"6.0"), [(4.5, 1)])
+    assert forced.severity == "warning" and "vram_gb" not in forced.numbers

@@ -17,7 +17,7 @@ bad state, eager mode on a large model).
                   parallelism; times `pipeline_parallel_size`, whose stages run one after the other for each token).
                   A mixture of experts reads only its active experts: taken as dense, the expected speed errs low,
                   so the check can only stay silent, never call a healthy MoE slow.
-  rates           the per-request decode rates ThroughputTracker reads (llama.cpp / Ollama timings, vLLM and SGLang
+  rates           llama-bench's `tg128` rows (with its size column as the weights), and the per-request decode rates ThroughputTracker reads (llama.cpp / Ollama timings, vLLM and SGLang
                   metrics with prompt throughput 0), only those with at most `MAX_RUNNING` requests running: a large
                   batch shares each weight read among its requests and lowers each one's rate by design.
   CPU share       llama.cpp's `offloaded N/M layers to GPU` with N < M, Ollama's `ollama ps` `42%/58% CPU/GPU`: the
@@ -26,7 +26,8 @@ bad state, eager mode on a large model).
 The median rate below `SHARE` of the bound is an error when the GPU does, or should do, all the work: nothing says
 layers sit on the CPU (vLLM, a full offload), at most `CPU_SHARE` of the model was pushed out to the CPU (a context
 or parallel setting that leaves no room for the last layers), or all of it runs on the CPU while a GPU is there (no
-`-ngl`, a build without GPU support). A model split between CPU and GPU on purpose (a larger share on the CPU) decodes
+`-ngl`, a build without GPU support), or the weights fit in `FIT` of the GPUs' memory (Ollama's `total="12.0 GiB"`,
+llama.cpp's `- 23675 MiB free` at load) yet layers sit on the CPU (a context or parallel setting took the room). A model split between CPU and GPU on purpose (a larger share on the CPU) decodes
 at the CPU's speed by design: a warning that says so. A model below `MIN_GB` (toy models: the fixed cost dominates)
 is not judged.
 """
@@ -42,6 +43,7 @@ OVERHEAD_S = 0.008       # per token, on top of the weight reads (launches, samp
 MAX_RUNNING = 4
 MIN_GB = 1.0
 CPU_SHARE = 0.15         # at most this share of the model on the CPU: a few layers pushed out, not a split on purpose
+FIT = 0.9                # weights at most this share of the GPUs' memory: the model fits, with room for its KV cache
 FLOOR = ("an L4 / T4-class GPU (the slowest that serves a model this size)", 300.0)
 _GIB = 1.073741824
 
@@ -54,15 +56,23 @@ BANDWIDTH: list[tuple[str, bytes, re.Pattern[bytes], float]] = [(n, lit, re.comp
     ("L4", b"L4", rb"\bNVIDIA L4\b|\bTesla L4\b", 300.0), ("T4", b"T4", rb"\bTesla T4\b|\bNVIDIA T4\b", 320.0),
     ("V100", b"V100", rb"\bV100", 900.0), ("RTX A6000", b"A6000", rb"\bRTX A6000\b", 768.0),
     ("RTX 6000 Ada", b"6000 Ada", rb"\bRTX 6000 Ada\b", 960.0),
-    ("RTX 5090", b"RTX 5090", rb"RTX 5090\b", 1792.0), ("RTX 4090", b"RTX 4090", rb"RTX 4090\b(?! Laptop)", 1008.0),
-    ("RTX 4080", b"RTX 4080", rb"RTX 4080\b(?! Laptop)", 716.0), ("RTX 3090", b"RTX 3090", rb"RTX 3090\b", 936.0),
-    ("RTX 3080", b"RTX 3080", rb"RTX 3080\b(?! Laptop)", 760.0), ("RTX 3060 Laptop", b"RTX 3060", rb"RTX 3060 Laptop", 336.0),
+    ("RTX 5090", b"RTX 5090", rb"RTX 5090\b(?! Laptop)", 1792.0), ("RTX 5080", b"RTX 5080", rb"RTX 5080\b(?! Laptop)", 960.0),
+    ("RTX 5070 Ti", b"RTX 5070", rb"RTX 5070 Ti\b(?! Laptop)", 896.0), ("RTX 5070", b"RTX 5070", rb"RTX 5070\b(?! (?:Ti|Laptop))", 672.0),
+    ("RTX 5060", b"RTX 5060", rb"RTX 5060(?: Ti)?\b(?! Laptop)", 448.0),
+    ("RTX 4090 Laptop", b"RTX 4090", rb"RTX 4090 Laptop", 576.0), ("RTX 4090", b"RTX 4090", rb"RTX 4090\b(?! Laptop)", 1008.0),
+    ("RTX 4080", b"RTX 4080", rb"RTX 4080(?: SUPER)?\b(?! Laptop)", 716.0), ("RTX 4070 Ti", b"RTX 4070", rb"RTX 4070 Ti\b", 504.0),
+    ("RTX 4070", b"RTX 4070", rb"RTX 4070\b(?! (?:Ti|Laptop))", 504.0), ("RTX 4060 Laptop", b"RTX 4060", rb"RTX 4060 Laptop", 256.0),
+    ("RTX 4060", b"RTX 4060", rb"RTX 4060(?: Ti)?\b(?! Laptop)", 272.0),
+    ("RTX 3090", b"RTX 3090", rb"RTX 3090\b", 936.0), ("RTX 3080", b"RTX 3080", rb"RTX 3080\b(?! Laptop)", 760.0),
+    ("RTX 3070", b"RTX 3070", rb"RTX 3070\b(?! Laptop)", 448.0), ("RTX 3060 Laptop", b"RTX 3060", rb"RTX 3060 Laptop", 336.0),
     ("RTX 3060", b"RTX 3060", rb"RTX 3060\b(?! (?:Laptop|Ti))", 360.0), ("RTX 2080 Ti", b"RTX 2080 Ti", rb"RTX 2080 Ti\b", 616.0),
+    ("RX 7900 XTX", b"7900 XTX", rb"\bRX 7900 XTX\b", 960.0), ("RX 7900 XT", b"7900 XT", rb"\bRX 7900 XT\b(?!X)", 800.0),
     ("GTX 1660 SUPER", b"GTX 1660", rb"GTX 1660 SUPER\b", 336.0), ("GTX 1660", b"GTX 1660", rb"GTX 1660\b(?! (?:SUPER|Ti))", 192.0),
     ("MI300X", b"MI300X", rb"\bMI300X\b", 5300.0), ("MI250", b"MI250", rb"\bMI250X?\b", 1600.0))]
 _NAME_TRIES = 4
 _GATE = re.compile(rb"model size|file size|mem required|weights\.total|model weights|Model loading took|buffer size"
-                   rb"|layers to GPU|CPU/GPU|pipeline_parallel_size|device_config=cuda")
+                   rb"|layers to GPU|CPU/GPU|pipeline_parallel_size|device_config=cuda|inference compute|MiB free"
+                   rb"|\| +tg[0-9]")
 _SIZE = re.compile(rb"\b(?:model|file) size += +([0-9.]+) (GiB|MiB|GB)\b|mem required += +([0-9.]+) MB\b"
                    rb"|memory\.weights\.total=\x22([0-9.]+) (GiB|MiB)\x22|Loading model weights took ([0-9.]+) (GB|GiB)\b"
                    rb"|Model loading took ([0-9.]+) (GiB|GB)\b")
@@ -71,6 +81,11 @@ _BUFFER = re.compile(rb"\b(\S+) model buffer size = +([0-9.]+) MiB")
 _OFFLOAD = re.compile(rb"offloaded ([0-9]+)/([0-9]+) layers to GPU")
 _PS = re.compile(rb"\b([0-9]+)%/([0-9]+)% CPU/GPU\b")
 _PP = re.compile(rb"pipeline_parallel_size=([0-9]+)")
+# llama-bench: `| qwen3 27B Q4_K - Medium |  16.41 GiB |  27.14 B | Vulkan |  99 | ... |  tg128 |  6.84 ± 0.02 |`
+_BENCH = re.compile(rb"^\|[^|\n]+\| +([0-9.]+) (GiB|MiB) +\|.*\| +tg[0-9]+(?: @ d[0-9]+)? +\| +([0-9.]+) \xc2\xb1 [0-9.]+ +\|")
+# a GPU's memory: Ollama `msg="inference compute" id=GPU-... total="12.0 GiB"`, llama.cpp `using device CUDA0 (...) - 23675 MiB free`
+_VRAM = re.compile(rb"msg=\x22inference compute\x22 id=(\S+) .*?\btotal=\x22([0-9.]+) (GiB|MiB)\x22"
+                   rb"|using device (\w+) \([^)\n]*\)(?: \([0-9a-f:.]+\))? - ([0-9]+) MiB free")
 
 
 def _gb(v: bytes, unit: bytes) -> float:
@@ -90,6 +105,8 @@ class DecodeBound:
         self.pp = 1
         self.offload: Optional[tuple[int, int]] = None
         self.cpu_pct: Optional[int] = None
+        self.vram: dict[bytes, float] = {}       # GPU -> GB of memory (Ollama's total, llama.cpp's free at load)
+        self.bench: list[float] = []             # llama-bench token generation rates (tokens/s)
 
     def feed(self, lines: bytes, line_base: int) -> None:
         self._names(lines)
@@ -122,6 +139,14 @@ class DecodeBound:
             if m:
                 self.cpu_pct = int(m.group(1))
             self.cuda = self.cuda or b"device_config=cuda" in raw
+            m = _VRAM.search(raw)
+            if m:
+                dev, gb = (m.group(1), _gb(m.group(2), m.group(3))) if m.group(1) else (m.group(4), _gb(m.group(5), b"MiB"))
+                self.vram[dev] = max(self.vram.get(dev, 0.0), gb)
+            m = _BENCH.search(raw)
+            if m and len(self.bench) < 64:
+                self.size = max(self.size, _gb(m.group(1), m.group(2)))
+                self.bench.append(float(m.group(3)))
             m = _PP.search(raw)
             if m:
                 self.pp = max(self.pp, int(m.group(1)))
@@ -160,7 +185,7 @@ class DecodeBound:
 
 def decode_bound(bound: DecodeBound, decode: Any, lines: tuple[int, int], anomalies: list[Anomaly]) -> None:
     """Make or raise the throughput finding when one request decodes below `SHARE` of what the GPU's bandwidth allows."""
-    rates = [r for r, n in decode if 0 < n <= MAX_RUNNING and r > 0]
+    rates = [r for r, n in decode if 0 < n <= MAX_RUNNING and r > 0] + [r for r in bound.bench if r > 0]
     exp = bound.expected() if rates else None
     if exp is None:
         return
@@ -189,7 +214,12 @@ def decode_bound(bound: DecodeBound, decode: Any, lines: tuple[int, int], anomal
     # the GPU does all the work (or should: a model on the GPU but for a few layers, or on the CPU with a GPU there):
     # its memory's speed is the reference, an error; a model split between the two on purpose (a large share on
     # the CPU) decodes at the CPU's speed by design: a warning
-    sev = "error" if share is None or share <= CPU_SHARE or share >= 1.0 else "warning"
+    # (the weights fit in FIT of the GPUs' memory: what pushed layers out is a context, parallel or layer setting)
+    vram = sum(bound.vram.values())
+    fits = vram > 0 and size <= FIT * vram
+    if fits and share:
+        nums.update(fit_gb=f"{size:.1f}", vram_gb=f"{vram:.1f}")
+    sev = "error" if share is None or share <= CPU_SHARE or share >= 1.0 or fits else "warning"
     first, last = lines
     for a in anomalies:
         if a.kind == "throughput":
