@@ -69,7 +69,12 @@ BANDWIDTH: list[tuple[str, bytes, re.Pattern[bytes], float]] = [(n, lit, re.comp
     ("RX 7900 XTX", b"7900 XTX", rb"\bRX 7900 XTX\b", 960.0), ("RX 7900 XT", b"7900 XT", rb"\bRX 7900 XT\b(?!X)", 800.0),
     ("GTX 1660 SUPER", b"GTX 1660", rb"GTX 1660 SUPER\b", 336.0), ("GTX 1660", b"GTX 1660", rb"GTX 1660\b(?! (?:SUPER|Ti))", 192.0),
     ("MI300X", b"MI300X", rb"\bMI300X\b", 5300.0), ("MI250", b"MI250", rb"\bMI250X?\b", 1600.0))]
-_NAME_TRIES = 4
+_NAME_TRIES = 8         # lines per vendor word checked per block
+_ANCHORS = (b"NVIDIA", b"Tesla", b"GeForce", b"Radeon", b"Instinct")
+# the literals one of which a block needs before its lines are read (`in` tests: a regex alternation over a block is slow)
+_GATE_LITS = (b"model size", b"file size", b"buffer size", b"mem required", b"weights", b"Model loading took",
+              b"layers to GPU", b"CPU/GPU", b"pipeline_parallel_size", b"device_config=cuda", b"inference compute",
+              b"MiB free", b"\xc2\xb1")      # (the last: llama-bench's "6.84 ± 0.02")
 _GATE = re.compile(rb"model size|file size|mem required|weights\.total|model weights|Model loading took|buffer size"
                    rb"|layers to GPU|CPU/GPU|pipeline_parallel_size|device_config=cuda|inference compute|MiB free"
                    rb"|\| +tg[0-9]")
@@ -110,7 +115,7 @@ class DecodeBound:
 
     def feed(self, lines: bytes, line_base: int) -> None:
         self._names(lines)
-        if _GATE.search(lines) is None:
+        if not any(lit in lines for lit in _GATE_LITS):
             return
         for raw in lines.split(b"\n"):
             if len(raw) > 8192 or _GATE.search(raw) is None:
@@ -152,18 +157,17 @@ class DecodeBound:
                 self.pp = max(self.pp, int(m.group(1)))
 
     def _names(self, lines: bytes) -> None:
-        for name, lit, rx, bw in BANDWIDTH:
-            if name in self.gpus:
-                continue
-            pos = lines.find(lit)
-            for _ in range(_NAME_TRIES):
-                if pos < 0:
-                    break
+        """The GPU models named in a block: only the lines holding a vendor word (`NVIDIA`, `Tesla`, `Radeon`,
+        `Instinct`, `GeForce`) are matched against the table, a few per block (this runs on every block of every log)."""
+        for anchor in _ANCHORS:
+            pos, tries = lines.find(anchor), 0
+            while pos >= 0 and tries < _NAME_TRIES:
                 a, b = lines.rfind(b"\n", 0, pos) + 1, lines.find(b"\n", pos)
-                if rx.search(lines, a, b if b >= 0 else len(lines)):
-                    self.gpus[name] = bw
-                    break
-                pos = lines.find(lit, pos + 1)
+                line = lines[a:b if b >= 0 else len(lines)]
+                for name, lit, rx, bw in BANDWIDTH:
+                    if name not in self.gpus and lit in line and rx.search(line):
+                        self.gpus[name] = bw
+                pos, tries = (lines.find(anchor, b) if b >= 0 else -1), tries + 1
 
     def expected(self) -> Optional[tuple[str, float, float, float]]:
         """(GPU, GB/s, GB read per token, tokens/s a healthy setup decodes one request at), or None."""
