@@ -37,6 +37,7 @@ class TrainingObserver:
         from llmtriage.detect.bar_decay import BarRates   # deferred: as above
         from llmtriage.detect.caught_repeat import CaughtExceptions   # deferred: as above
         from llmtriage.detect.throughput_stated import StatedSpeeds   # deferred: as above
+        from llmtriage.detect.decode_bound import DecodeBound   # deferred: as above
 
         self.lang = getattr(engine, "lang", None)
         self.metrics = MetricTracker()
@@ -54,6 +55,7 @@ class TrainingObserver:
         self.bar_rates = BarRates()
         self.caught = CaughtExceptions()
         self.stated = StatedSpeeds()
+        self.bound = DecodeBound()
         self._ends_nl = True
         from llmtriage.detect.head_cues import HeadCues   # deferred: as above
         self.head = HeadCues()
@@ -77,6 +79,7 @@ class TrainingObserver:
         self.bar_rates.feed(lines, line_base)
         self.caught.feed(lines, line_base)
         self.stated.feed(lines, line_base)
+        self.bound.feed(lines, line_base)
         self.head.feed(view, line_base)
 
     def finish(self, report: Any, findings: list[Any]) -> None:
@@ -134,6 +137,8 @@ class TrainingObserver:
         anomalies += eval_perfect_early(self.eval_summaries, self.metrics.records(), anomalies)
         recs = self.metrics.head
         anomalies += self.throughput.detect(recs[0].line if recs else None)
+        from llmtriage.detect.decode_bound import decode_bound   # deferred: as above
+        decode_bound(self.bound, self.throughput.decode, self.throughput.decode_lines, anomalies)
         anomalies += starved_gpus(self.throughput, self.metrics.records(), anomalies)
         anomalies += alloc_thrash(self.alloc_retries, anomalies)
         anomalies += bar_decay(self.bar_rates, anomalies)
