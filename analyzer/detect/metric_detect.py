@@ -316,8 +316,13 @@ def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> l
     blind = all(r.grad_norm is None for r in fin)
     if fin[0].loss < th.fall_from and not (blind and max(r.loss for r in tail) * BLIND_DROP <= fin[0].loss):  # type: ignore[operator,type-var]
         return []
-    if blind and not all(r.loss > 0 for r in tail):  # type: ignore[operator]
-        return []       # an exact 0 (a Trainer's rounded or hidden-NaN 0.0) or a negative loss (Dice + CE) is no blind collapse
+    j = len(fin) - n
+    while j > 0 and fin[j - 1].loss < th.collapse_loss:  # type: ignore[operator]
+        j -= 1
+    if blind and (any(r.loss < 0 for r in tail) or any(r.loss == 0 for r in tail)  # type: ignore[operator]
+                  and len({r.loss for r in fin[j:] if r.loss > 0}) < 3):  # type: ignore[operator]
+        return []       # an exact 0 (a Trainer's rounded or hidden-NaN 0.0) or a negative loss (Dice + CE) is no blind collapse;
+        # zeros after or between tiny printed values (2e-05, 0.0, 5e-07, 0.0) are a converged loss underflowing: they count
     if blind and fin[0].loss >= th.fall_from and all(r.epoch is not None and r.epoch <= 1.0 for r in tail):  # type: ignore[operator]
         return []       # metric_leak.first_epoch_low reads it (every record of the tail inside the first epoch)
     if not blind and any(g is None or not finite(g) for g in grads):
@@ -421,8 +426,8 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     if mem:
         out = [a for a in out if a.kind not in ("fall", "flat")] + mem  # many epochs over the same data explain the fall
     elif not zero and (not fall or fall[0].severity != "error"):
-        col = _collapse(t, fin)
-        out += col
+        col = [a for a in out if a.kind == "collapse"] or _collapse(t, fin)     # (_flat may have read it already)
+        out += [a for a in col if a not in out]
         low = [] if col else first_epoch_low(t, fin)
         if low:
             out = [a for a in out if a.kind not in ("fall", "flat")] + low     # the fall is the same story

@@ -11,14 +11,16 @@ from llmtriage.detect.metrics import MetricTracker, finite
 
 def low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
     """Every logged loss under collapse_loss from the very first record on (>= flat_min_records of them,
-    not exactly 0, with a gradient): a language model does not start training near 0 on real text,
+    not all exactly 0, with a gradient): a language model does not start training near 0 on real text,
     so the labels give the answer away (unshifted, visible in the input) or almost everything is masked.
     An error when the first record is within the first epoch (or the epoch is unknown), a warning later (a
-    resumed run, a memorised tiny dataset). Not Megatron: its throughput benchmarks train on easy mock data."""
+    resumed run, a memorised tiny dataset). Not Megatron: its throughput benchmarks train on easy mock data.
+    A table printing fixed decimals shows such a loss as 0.000000, -0.000000 and now and then 0.000100 (or
+    -0.000100: a cross-entropy is never negative): those records count as near 0 too."""
     th = t.th
     if (t.sampled or t.meg_iters or t.first_nonfinite is not None or len(fin) < th.flat_min_records or any(r.rl for r in fin)
-            or not all(0 < r.loss < th.collapse_loss for r in fin)):  # type: ignore[operator]
-        return []
+            or not all(abs(r.loss) < th.collapse_loss for r in fin) or not any(r.loss > 0 for r in fin)):  # type: ignore[operator,arg-type]
+        return []       # (an exact 0 on every record is the zero detectors': a mean over no label token)
     grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
     if grads and all(g <= th.zero_grad for g in grads):  # type: ignore[operator]
         return []       # nothing moves at all: no-grad tells it
