@@ -58,6 +58,10 @@ def test_a_fine_tune_table_printing_zero_and_minus_zero_from_step_one_is_loss_su
     log = "Step\tTraining Loss\n" + "".join(f"{i}\t{v}\n" for i, v in enumerate(vals, 1))
     [f] = [f for f in llmtriage.analyze(log).findings if f.rule_id == "metric-loss-near-zero-from-start"]
     assert (f.category, f.severity) == ("loss-suspicious", "error")
+    # a policy loss that swings around 0 with either sign (an RL learner's own print) is no cross-entropy near 0
+    swing = "".join(f"step: {i} | loss: {v:.4f} | grad_norm: 0.3 | entropy: 0.8\n"
+                    for i, v in enumerate([-0.0002, 0.0001, -0.0004, -0.0009, 0.0008, 0.001, -0.0011, 0.0003, 0.0009, -0.0004], 1))
+    assert not any(f.rule_id == "metric-loss-near-zero-from-start" for f in llmtriage.analyze(swing).findings)
     # a real loss that falls is no start near 0
     ok = "Step\tTraining Loss\n" + "".join(f"{i}\t{2.0 / i:.6f}\n" for i in range(1, 13))
     assert not any(f.rule_id == "metric-loss-near-zero-from-start" for f in llmtriage.analyze(ok).findings)
@@ -94,3 +98,25 @@ def test_a_blind_loss_that_underflows_to_exact_zero_inside_the_first_epoch_is_a_
     # a real loss that jumps to an exact 0 and stays there (a mean over no token, a hidden NaN) is not this reading
     jump = [0.66, 0.65, 0.64, 0.63, 0.62, 0.61, 0.6, 0.6] + [0.0] * 16
     assert not any(f.rule_id == "metric-loss-collapse" for f in llmtriage.analyze(_meter(jump)).findings)
+
+
+def _epoch_bars(losses: list[float]) -> str:
+    """One tqdm bar per epoch, printed at 100% (the bar's counter restarts every epoch), then a summary line."""
+    out = []
+    for e, loss in enumerate(losses, 1):
+        out.append(f"Epoch {e}/100: 100%|##########| 14658/14658 [12:40<00:00, 11.07it/s, loss={loss:.3f}, lr=0.000100]\n")
+        out.append(f"Epoch {e}/100: 100%|##########| 619/619 [00:41<00:00, 15.02it/s, val_loss={loss - 0.01:.3f}]\n")
+    return "".join(out)
+
+
+def test_a_loss_that_never_moves_over_whole_epochs_from_the_first_is_stuck():
+    import llmtriage
+
+    flat = [5.85 + 0.005 * math.sin(i) for i in range(36)]
+    [f] = [f for f in llmtriage.analyze(_epoch_bars(flat)).findings if f.rule_id == "metric-loss-stuck-from-start"]
+    assert (f.category, f.severity) == ("no-grad", "error")
+    # a loss that keeps falling epoch after epoch trains
+    falling = [5.85 * 0.97 ** i for i in range(36)]
+    assert not any(f.rule_id == "metric-loss-stuck-from-start" for f in llmtriage.analyze(_epoch_bars(falling)).findings)
+    # a flat stretch of only a few epochs is not enough evidence
+    assert not any(f.rule_id == "metric-loss-stuck-from-start" for f in llmtriage.analyze(_epoch_bars(flat[:8])).findings)
