@@ -16,6 +16,7 @@ from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metric_reward_spread import reward_flat
 from llmtriage.detect.metric_short import short_diverge, short_jump
 from llmtriage.detect.metric_skips import scaler_recovered
+from llmtriage.detect.metric_start import low_start, stuck
 from llmtriage.detect.metric_zero import nan_hidden, rounded_zero
 from llmtriage.detect.metrics import MetricTracker, finite
 
@@ -315,8 +316,13 @@ def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> l
     blind = all(r.grad_norm is None for r in fin)
     if fin[0].loss < th.fall_from and not (blind and max(r.loss for r in tail) * BLIND_DROP <= fin[0].loss):  # type: ignore[operator,type-var]
         return []
-    if blind and not all(r.loss > 0 for r in tail):  # type: ignore[operator]
-        return []       # an exact 0 (a Trainer's rounded or hidden-NaN 0.0) or a negative loss (Dice + CE) is no blind collapse
+    j = len(fin) - n
+    while j > 0 and fin[j - 1].loss < th.collapse_loss:  # type: ignore[operator]
+        j -= 1
+    if blind and (any(r.loss < 0 for r in tail) or any(r.loss == 0 for r in tail)  # type: ignore[operator]
+                  and len({r.loss for r in fin[j:] if r.loss > 0}) < 3):  # type: ignore[operator]
+        return []       # an exact 0 (a Trainer's rounded or hidden-NaN 0.0) or a negative loss (Dice + CE) is no blind collapse;
+        # zeros after or between tiny printed values (2e-05, 0.0, 5e-07, 0.0) are a converged loss underflowing: they count
     if blind and fin[0].loss >= th.fall_from and all(r.epoch is not None and r.epoch <= 1.0 for r in tail):  # type: ignore[operator]
         return []       # metric_leak.first_epoch_low reads it (every record of the tail inside the first epoch)
     if not blind and any(g is None or not finite(g) for g in grads):
@@ -333,67 +339,6 @@ def _collapse(t: MetricTracker, fin: list[Record], descended: bool = False) -> l
     if ep is not None and ep >= 1.0:
         return []
     return [Anomaly("collapse", "loss-suspicious", "error", at.line, tail[-1].line, at.step, len(fin) - i, nums)]
-
-
-def _low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
-    """Every logged loss under collapse_loss from the very first record on (>= flat_min_records of them,
-    not exactly 0, with a gradient): a language model does not start training near 0 on real text,
-    so the labels give the answer away (unshifted, visible in the input) or almost everything is masked.
-    An error when the first record is within the first epoch (or the epoch is unknown), a warning later (a
-    resumed run, a memorised tiny dataset). Not Megatron: its throughput benchmarks train on easy mock data."""
-    th = t.th
-    if (t.sampled or t.meg_iters or t.first_nonfinite is not None or len(fin) < th.flat_min_records or any(r.rl for r in fin)
-            or not all(0 < r.loss < th.collapse_loss for r in fin)):  # type: ignore[operator]
-        return []
-    grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
-    if grads and all(g <= th.zero_grad for g in grads):  # type: ignore[operator]
-        return []       # nothing moves at all: no-grad tells it
-    if sum(r.poor for r in fin) * 2 > len(fin):
-        return []       # the lines print a poor training accuracy: a small-scale loss (heatmap MSE), no answer given away
-    first, last, late = fin[0], fin[-1], fin[0].epoch is not None and fin[0].epoch >= 1.0
-    return [Anomaly("low_start", "loss-suspicious", "warning" if late else "error", first.line, last.line, first.step,
-                    len(fin), {"loss": fmt(first.loss), "from": first.at, "max_loss": fmt(max(r.loss for r in fin)),  # type: ignore[type-var]
-                               "records": len(fin), "epoch": fmt(first.epoch) if first.epoch is not None else None, "grad_norm": fmt(grads[-1]) if grads else None})]
-
-
-def _stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
-    """The loss never fell from where training started: the first record is at the start (step <=
-    stuck_first_step, or no step and an epoch <= 0.05), >= stuck_records records over >= stuck_span steps
-    (>= stuck_epochs epochs when only epochs are known, twice stuck_records records when neither is), and the median of the last quarter is not below
-    stuck_drop x the median of the first quarter, every record within stuck_noise of that level, and the
-    learning rate not still warming up: a plateau at the untrained level (ln(vocab) for a model from
-    scratch) while steps run. Moving weights lower it by a few percent at least."""
-    th = t.th
-    if t.first_nonfinite is not None or len(fin) < th.stuck_records or any(r.rl for r in fin):
-        return []
-    first, last = fin[0], fin[-1]
-    if first.epoch is not None and first.epoch > 0.05:
-        return []       # the log starts in a later epoch (a resumed run, a per-epoch bar restarting at 0)
-    if first.step is not None and last.step is not None:   # (a step only early, from a bar above: by epochs)
-        if first.step > th.stuck_first_step or last.step - first.step < th.stuck_span:
-            return []
-    elif first.epoch is not None:
-        if max(r.epoch for r in fin if r.epoch is not None) - first.epoch < th.stuck_epochs:
-            return []
-    elif len(fin) < 2 * th.stuck_records:
-        return []
-    lrs = [r.lr for r in fin if r.lr is not None]
-    if lrs and lrs[-1] > 1.5 * lrs[len(lrs) // 2]:
-        return []       # still warming up in the second half: the loss need not fall yet
-    k = len(fin) // 4
-    early = sorted(r.loss for r in fin[:k])  # type: ignore[type-var]
-    late = sorted(r.loss for r in fin[-k:])  # type: ignore[type-var]
-    e, lt = early[k // 2], late[k // 2]
-    if e <= 0 or lt < th.stuck_drop * e:  # type: ignore[operator]
-        return []
-    # a plateau: every record within stuck_noise of the level (batches that differ by kind, image vs
-    # video, zig-zag far more: their mean may stay while the model learns)
-    if max(r.loss for r in fin) - min(r.loss for r in fin) > th.stuck_noise * e:  # type: ignore[type-var,operator]
-        return []
-    grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
-    return [Anomaly("stuck", "no-grad", "error", first.line, last.line, first.step, len(fin), {
-        "loss": fmt(first.loss), "from": first.at, "to": last.at, "last": fmt(last.loss), "early": fmt(e),
-        "late": fmt(lt), "records": len(fin), "grad_norm": fmt(grads[-1]) if grads else None})]
 
 
 def _diverge(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
@@ -474,15 +419,15 @@ def detect(t: MetricTracker) -> list[Anomaly]:
     if fall:
         out = [a for a in out if a.kind != "flat"]     # a plateau near zero after the fall is the same story
     if not zero:
-        out += _low_start(t, fin)
+        out += low_start(t, fin)
     if not zero and not flat and not fall:
-        out += _stuck(t, fin)
+        out += stuck(t, fin)
     mem = [] if zero or flat and flat[0].severity == "error" else memorised(t, fin)
     if mem:
         out = [a for a in out if a.kind not in ("fall", "flat")] + mem  # many epochs over the same data explain the fall
     elif not zero and (not fall or fall[0].severity != "error"):
-        col = _collapse(t, fin)
-        out += col
+        col = [a for a in out if a.kind == "collapse"] or _collapse(t, fin)     # (_flat may have read it already)
+        out += [a for a in col if a not in out]
         low = [] if col else first_epoch_low(t, fin)
         if low:
             out = [a for a in out if a.kind not in ("fall", "flat")] + low     # the fall is the same story

@@ -105,6 +105,7 @@ class TrainingObserver:
         from llmtriage.detect.bar_decay import bar_decay   # deferred: as above
         from llmtriage.detect.untrained import untrained_start   # deferred: as above
         from llmtriage.detect.loss_above_uniform import loss_above_uniform   # deferred: as above
+        from llmtriage.detect.metric_uniform import loss_at_uniform   # deferred: as above
         from llmtriage.detect.world_shortfall import world_shortfall   # deferred: as above
         from llmtriage.detect.metric_epoch_base import ordinal_epochs   # deferred: as above
 
@@ -166,6 +167,7 @@ class TrainingObserver:
         records = self.metrics.records()
         for judge_head in (lambda: untrained_start(self.head, records, findings, self.lang),
                            lambda: loss_above_uniform(self.head, records, findings, self.lang),
+                           lambda: loss_at_uniform(self.head, records, findings, self.lang),
                            lambda: world_shortfall(self.head, findings, self.lang)):
             found = judge_head()
             if found is not None:
