@@ -238,6 +238,15 @@ def head_reload(engine: Any = None) -> Any:
     return HeadReloadTracker(engine)
 
 
+def version_watch(engine: Any = None) -> Any:
+    """Package versions the log prints (pip show / list, banners, pins), read after the verdict by
+    detect/version_gate.py: a failure only an outdated release raises, or an unexplained error in the code
+    of two packages shown at releases that do not work together, is a version mismatch."""
+    from llmtriage.detect.version_gate import VersionWatch   # deferred: loads when a scan first asks for it
+
+    return VersionWatch(engine)
+
+
 def decode_speed_gap(engine: Any = None) -> Any:
     """Benchmark runs of one log where the run that warned of a slow fallback kernel generates far slower than a
     sibling run (detect/decode_speed_gap.py)."""
@@ -259,13 +268,18 @@ class VerdictObserver:
     def finish(self, report: Any, findings: list[Any]) -> Optional[list[Any]]:
         scan = self.scan
         metrics = next((o.metrics for o in scan.observers if isinstance(o, TrainingObserver)), None)
-        return judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id,
-                     getattr(scan.ruleset, "taxonomy", None), scan.engine, metrics)
+        judged = judge(report, findings, scan.exceptions, report.exception, self.scanner, scan.lang, scan.ruleset.by_id,
+                       getattr(scan.ruleset, "taxonomy", None), scan.engine, metrics)
+        # installed versions the log printed that make a judged failure a version mismatch (detect/version_gate.py)
+        watch = next((o for o in scan.observers if getattr(o, "is_version_watch", False)), None)
+        if watch is not None:
+            watch.apply(judged, scan.exceptions, scan.lang)
+        return judged
 
 
 # (rl_rollout_garbage before rl_length_cap: a collapse from one record to the next is a broken weight sync; the
 # length-cap reading, which steps aside when an error is found already, is for completions that grew into the cap)
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
                                          rl_grad_blowup, rl_rollout_garbage, rl_length_cap, eval_no_metrics,
-                                         decode_speed_gap, head_reload]
+                                         decode_speed_gap, head_reload, version_watch]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""

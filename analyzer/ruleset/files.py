@@ -18,7 +18,7 @@ from typing import Any
 from llmtriage.errors import RuleLoadError
 from llmtriage.ruleset.verified import VERIFIED_FILE
 
-DATA_FILES = ("verdict.yaml", "actions.yaml", "report.yaml", "families.yaml")   # cached with the rules (ruleset/datafiles.py)
+DATA_FILES = ("verdict.yaml", "actions.yaml", "report.yaml", "families.yaml", "versions.yaml")   # cached with the rules (ruleset/datafiles.py)
 SECRETS_FILE = "secrets.yaml"
 NON_RULE_FILES = {"taxonomy.yaml", "detectors.yaml", "fleet.yaml", "job_texts.yaml", "kb.yaml", SECRETS_FILE, *DATA_FILES}   # data beside the rules, not rules
 LOCALES_DIR = "locales"
