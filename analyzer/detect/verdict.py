@@ -26,7 +26,6 @@ from typing import Any, Optional
 from llmtriage.findings import ExceptionInfo, Finding, Report
 from llmtriage.engine.logparse import is_benign, split_prefix
 from llmtriage.engine.redact import clip
-from llmtriage.detect.pasted import pasted_after
 from llmtriage.detect.logged_handler import handled_before
 from llmtriage.detect.consequence import crash_after_cause, death_after_warning_cause
 from llmtriage.detect.held_gpu import oom_on_held_gpu
@@ -42,6 +41,7 @@ from llmtriage.detect.named_by_death import (death_repeats, recovered_named_by_d
                                              symptom_death_recovered)
 from llmtriage.detect.actions import action_for
 from llmtriage.detect.beside import category_beside
+from llmtriage.detect.ascend_versions import driver_older_than_cann
 from llmtriage.detect.bar_timeout import bar_outlasts_timeout
 from llmtriage.detect.installed_yet_missing import installed_yet_missing
 from llmtriage.detect.garbage_size import garbage_size_alone
@@ -63,6 +63,8 @@ from llmtriage.detect.prelude_finish import run_end_seen
 from llmtriage.detect.rank_left import rank_left_early
 from llmtriage.detect.hccl_skew import peer_arrived_late
 from llmtriage.detect.yield_unknown import promote_covering, yield_unknown
+from llmtriage.detect.verdict_passes import (after_death, crash_has_error, demote, settled, stalled,
+                                             timeouts_after_death)
 
 ACTIONS = ("retry", "fix", "replace-node", "none")
 STATUSES = ("crashed", "finished", "running")
@@ -194,11 +196,6 @@ def _survived(line: int, scanner: Scanner) -> bool:
 
 # --------------------------------------------------------------------------- fatality
 
-def _demote(f: Finding, severity: str, reason: str, ctx: str) -> None:
-    f.judgement = {"context": ctx, "severity_was": f.severity, "reason": reason}
-    f.severity = severity
-
-
 def _context_applies(ctx: dict[str, Any], f: Finding, scanner: Scanner, status: str,
                      death_line: Optional[int] = None, raised: tuple[int, ...] = (),
                      rules_by_id: Optional[dict[str, Any]] = None) -> bool:
@@ -271,90 +268,13 @@ def _judge_fatality(findings: list[Finding], scanner: Scanner, status: str, fini
                                 and g.rule_id != f.rule_id), None)
         for ctx in spec["contexts"]:
             if _context_applies(ctx, f, scanner, status, later_death, raised, rules_by_id):
-                _demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
+                demote(f, ctx["severity"], tr(ctx["reason"], lang), ctx["id"])
                 break
         if (f.severity == "error" and status == "finished" and finish is not None
                 and not {f.category, f.rule_id} & {*spec["finished"].get("keep_categories", ()), *spec["finished"].get("keep_rules", ())}
                 and not typed_after_finish(scanner, finish["line"], f.line)):
             key = "reason_before" if f.line > finish["line"] and spec["finished"].get("reason_before") else "reason"
-            _demote(f, spec["finished"]["severity"], tr(spec["finished"][key], lang, line=finish["line"]), "finished")
-
-
-def _after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang: Optional[str],
-                 scanner: Optional[Scanner] = None) -> None:
-    if death is None:
-        return
-    spec = verdict_spec()["after_death"]
-    cut = death["line"] + int(spec["margin"])
-    if scanner is not None and death.get("name") == "exception":     # the exception's message goes on below it
-        cut = max(cut, death["line"] + scanner.continuation_after(death["line"], int(spec["message_lines"])))
-    # only a recognised cause makes later causes consequences: a peer's timeout or a launcher
-    # summary printed first (other ranks' output comes earlier in the file) does not
-    recognised = [f for f in findings if f.severity == "error" and f.rule_id != "unknown" and f.role == "cause"
-                  and f.line <= cut]
-    if not recognised:
-        return
-    pasted = pasted_after(scanner, cut) if spec.get("exempt_pasted") else None
-    for f in findings:
-        if (f.severity == "error" and f.rule_id != "unknown" and f.line > cut and f.role == "cause"
-                and f.category not in spec.get("exempt_categories", ()) and (pasted is None or f.line < pasted)):
-            f.role, f.priority = "symptom", 0
-            f.judgement = {"context": "after-death", "severity_was": "error",
-                           "reason": tr(spec["reason"], lang, line=death["line"])}
-
-
-def _timeouts_after_death(findings: list[Finding], lang: Optional[str]) -> None:
-    spec = verdict_spec().get("death_before_timeouts")
-    if not spec:
-        return
-    deaths = [f for f in findings if f.rule_id in spec["deaths"] and f.severity == "error" and f.judgement is None]
-    if not deaths:
-        return
-    first = min(deaths, key=lambda f: f.line)
-    for f in findings:
-        if f.category in spec["categories"] and f.severity == "error" and f.judgement is None and f.line > first.line:
-            f.role, f.priority = "symptom", 0
-            f.judgement = {"context": "after-peer-death", "severity_was": "error",
-                           "reason": tr(spec["reason"], lang, line=first.line)}
-
-
-def _settled(findings: list[Finding], scanner: Scanner, lang: Optional[str]) -> None:
-    """fp16 overflows that stopped while the run went on (the dynamic loss scale settling from 2^32):
-    the step counter advanced by `min_steps`, and by at least as many steps as overflows, after the
-    last one, and the scale never reached its floor."""
-    spec = verdict_spec().get("settled")
-    if not spec:
-        return
-    for f in findings:
-        if f.rule_id not in spec["rules"] or f.severity != "error":
-            continue
-        try:
-            low = float(f.captures.get("min_scale") or "inf")
-        except ValueError:
-            low = float("inf")
-        last = f.last_line or f.line
-        steps = scanner.steps_after(last, epochs=False)
-        if low > float(spec["floor_scale"]) and steps >= max(int(spec["min_steps"]), f.count):
-            _demote(f, spec["severity"], tr(spec["reason"], lang, steps=steps, line=last), "settled")
-
-
-def _stalled(findings: list[Finding], scanner: Scanner, status: str, lang: Optional[str]) -> None:
-    """A log that neither died nor finished and ends on a hang precursor repeated `min_count` times
-    with no progress since its first line (vLLM's "no shared memory broadcast block found in 60
-    seconds", once a minute for a quarter of an hour): the job is hung, and that warning is the error.
-    It outranks a throughput error: generation at 0 tokens/s is what the hang looks like."""
-    spec = verdict_spec().get("stalled")
-    if not spec or status != "running" or any(f.severity == "error" and f.category not in spec.get("explains", ())
-                                               for f in findings):
-        return      # a hang explains a throughput that fell to nothing; any other error is its own story
-    cands = [f for f in findings if f.severity == "warning" and f.role == "cause" and f.judgement is None
-             and f.category in spec["categories"] and f.count >= int(spec["min_count"])
-             and scanner.last_progress < f.line]
-    if cands:
-        best = max(cands, key=lambda f: (f.priority, f.count))
-        best.judgement = {"context": "stalled", "severity_was": "warning",
-                          "reason": tr(spec["reason"], lang, count=best.count, line=best.line)}
-        best.severity = "error"
+            demote(f, spec["finished"]["severity"], tr(spec["finished"][key], lang, line=finish["line"]), "finished")
 
 
 def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInfo], exc: Optional[ExceptionInfo],
@@ -376,9 +296,9 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     corroborate(findings, lang)
     explain_metric(findings, lang, report.extra.get("metrics"))
     metric_outranks_warning(findings, status, lang)
-    _settled(findings, scanner, lang)
+    settled(findings, scanner, lang)
     nan_passed(findings, metrics, scanner, status, lang)
-    _stalled(findings, scanner, status, lang)
+    stalled(findings, scanner, status, lang)
     request_never_answered(findings, scanner, verdict_spec().get("dropped_request"), lang)
     init_incomplete(findings, scanner, verdict_spec().get("init_incomplete"), lang)
     hung_until_killed(findings, scanner, report, verdict_spec().get("hung_until_killed"), lang)
@@ -396,7 +316,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
             reason = (verdict_spec()["unknown"]["thread_reason"] if exc.thread else verdict_spec()["finished"]["reason_before"]
                       if status == "finished" and evidence and exc.line > evidence["line"] else
                       next(c for c in verdict_spec()["contexts"] if c["id"] == "recovered")["reason"])
-            _demote(u, "warning", tr(reason, lang, line=evidence["line"] if evidence else 0),
+            demote(u, "warning", tr(reason, lang, line=evidence["line"] if evidence else 0),
                     "background-thread" if exc.thread else "survived")
         findings.append(u)
     elif errors and all(f.role == "symptom" for f in errors):
@@ -426,10 +346,10 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
             or (evidence["name"] in verdict_spec()["unknown"].get("death_over_symptoms", ())
                 and all(f.role == "symptom" for f in findings if f.severity == "error"))):
         findings.append(death_unknown(evidence, lang))
-    _after_death(findings, evidence if status == "crashed" else None, lang, scanner)
+    after_death(findings, evidence if status == "crashed" else None, lang, scanner)
     if rerun and evidence is not None:
         earlier_run(findings, rerun, evidence["line"], lang, evidence.get("evidence") or "")
-    _timeouts_after_death(findings, lang)
+    timeouts_after_death(findings, lang)
     crash_after_cause(findings, verdict_spec().get("crash_after_cause"), lang)
     oom_on_held_gpu(findings, verdict_spec().get("oom_on_held_gpu"), lang)
     kill_after_term(findings, verdict_spec().get("kill_after_term"), lang)
@@ -442,6 +362,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     death_repeats(findings, exc, status, verdict_spec().get("named_by_death"), lang)
     symptom_death_recovered(findings, verdict_spec().get("named_by_death"), lang)
     resumed_interrupted_save(findings, scanner, verdict_spec().get("interrupted_save"), lang)
+    crash_has_error(findings, status, evidence, exceptions, lang)
     if taxonomy:
         name_families(findings, exceptions, scanner, lang, taxonomy, engine)
     # a kill known only now (a death no rule named, placed in the scheduler-kill family): once more
@@ -450,6 +371,7 @@ def judge(report: Report, findings: list[Finding], exceptions: list[ExceptionInf
     interrupted_wait(findings, exceptions, scanner, status, verdict_spec().get("interrupted_wait"), lang)
     stopped_while_pinned(findings, scanner, verdict_spec().get("interrupted_wait"), lang)
     category_beside(findings, verdict_spec().get("category_beside"), lang)
+    driver_older_than_cann(findings, scanner, verdict_spec().get("ascend_versions"), lang)
     peer_arrived_late(findings, scanner, verdict_spec().get("hccl_skew"), lang)
     installed_yet_missing(findings, exceptions, scanner, verdict_spec().get("installed_yet_missing"), lang)
     garbage_size_alone(findings, exceptions, verdict_spec().get("garbage_size_alone"), lang)

@@ -185,6 +185,13 @@ _IPY_FRAME = re.compile(r"^(?:File (?P<file>[^\s\"][^,]*?):(?P<line>\d+), in (?P
 # "/tmp/ipykernel_36/2291774410.py in <cell line: 0>()", "<ipython-input-5-1a2b> in <module>"; no line number
 _IPY7_FRAME = re.compile(r"^(?P<file>(?:/|~|[A-Za-z]:\\)[^\s\"]*?\.py|<ipython-input-[\w-]+>) in (?P<func>[\w.]+|<[\w :]+>)(?:\(|\s*$)")
 _IPY_SOURCE = re.compile(r"^-*> ?\d+ ")
+# pytest's report of a failed test or collection error: a section header "____ test_x ____" ("____ ERROR collecting
+# tests/x.py ____"), frames "tests/x.py:34: in test_x" (--tb=short) or a location line "tests/x.py:34: " /
+# "pkg/y.py:12: RuntimeError" under the source (--tb=long), and the exception on a line that starts with "E   "
+_PYTEST_HEAD = re.compile(r"^_{3,} (?:ERROR (?:collecting|at setup of|at teardown of) )?[\w./\\:\[\]<>()-][^\n]{0,300}? _{3,}$")
+_PYTEST_FRAME = re.compile(r"^(?P<file>[^\s:\"'<>|]+\.py):(?P<line>\d+): in (?P<func>[\w.<>]+)\s*$")
+_PYTEST_LOC = re.compile(r"^(?P<file>[^\s:\"'<>|]+\.py):(?P<line>\d+):(?: (?P<type>[A-Za-z_][\w.]*))?\s*$")
+_PYTEST_E = re.compile(r"^E {1,12}(?=\S)")
 _CHAIN = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Timeout|Iteration)\w*|[A-Z]\w*Error\w*|Exception)(?::\s?(?P<msg>.*))?$")
 # a frameless "traceback" ends in `Type: message` (a word and a colon alone, `Extracted:`, is output, not an exception)
@@ -224,6 +231,7 @@ class _TB:
     ignored: bool = False       # after "Exception ignored in: ...": Python reported it and went on
     thread: bool = False        # after "Exception in thread X:": raised in a background thread
     remote: bool = False        # the remote part of a Ray wrapper's message: only frames may open it
+    pytest: bool = False        # a pytest failure section: its frames and "E   XError: ..." line
     # links a handler raised anew after: (line, the link's frames); a link whose frames hold this
     # traceback's innermost frame is a wrapper re-raising in its own except block, not a fallback
     handled: list[tuple[int, frozenset[tuple[str, str]]]] = field(default_factory=list)
@@ -267,6 +275,7 @@ class TracebackParser:
         self._last_exc: dict[object, ExceptionInfo] = {}
         self._ignored: dict[object, int] = {}
         self._thread: dict[object, int] = {}
+        self._pytest_exc: dict[object, ExceptionInfo] = {}     # a pytest exception, its location line may follow
         self.ignored_lines: set[int] = set()      # the last lines of tracebacks Python ignored (bounded)
         self.exceptions: list[ExceptionInfo] = []
 
@@ -303,6 +312,23 @@ class TracebackParser:
                                   thread=thr is not None and line_no - thr <= 2)
             self._last_exc.pop(key, None)
             return
+        if key not in self._open and _PYTEST_HEAD.match(text.strip()):
+            self._open[key] = _TB(start=line_no, last_frame_line=line_no, pytest=True)
+            self._pytest_exc.pop(key, None)
+            return
+        pyexc = self._pytest_exc.get(key)
+        if pyexc is not None:
+            loc = _PYTEST_LOC.match(text.strip())
+            if loc is not None and line_no - pyexc.line <= 8:
+                # --tb=long: the innermost frame's location comes after the "E   " lines
+                if not pyexc.frames or (pyexc.frames[-1].file, pyexc.frames[-1].line) != (loc["file"], int(loc["line"])):
+                    pyexc.frames = [*pyexc.frames, Frame(file=loc["file"], line=int(loc["line"]), function="?")]
+                    if not _LIBRARY.search(loc["file"]):
+                        pyexc.user_frame = pyexc.frames[-1]
+                self._pytest_exc.pop(key, None)
+                return
+            if line_no - pyexc.line > 8:
+                self._pytest_exc.pop(key, None)
         exc_prev = self._last_exc.get(key)
         if exc_prev is not None:
             stripped = text.strip()
@@ -331,6 +357,13 @@ class TracebackParser:
             del self._open[key]
             return
         m = _FRAME.match(text) or _IPY_FRAME.match(text) or _IPY7_FRAME.match(text)
+        if m is None and tb.pytest:
+            m = _PYTEST_FRAME.match(text.strip())
+            loc = _PYTEST_LOC.match(text.strip()) if m is None else None
+            if loc is not None:       # --tb=long: the location of a frame whose source was printed above it
+                tb.frames.append(Frame(file=loc["file"], line=int(loc["line"]), function="?"))
+                tb.last_frame_line = line_no
+                return
         if m:
             if len(tb.frames) >= self.MAX_FRAMES:
                 tb.frames.pop(0)
@@ -355,6 +388,14 @@ class TracebackParser:
             if tb.frames and not tb.frames[-1].code and not stripped.startswith(("^", "~")):
                 tb.frames[-1].code = stripped[:300]
             return
+        if tb.pytest:
+            if not _PYTEST_E.match(stripped):
+                if stripped.startswith((">", "_ _")):     # the failing source line, a frame separator
+                    tb.last_frame_line = line_no
+                elif line_no - tb.last_frame_line > 60:    # a long source listing is fine; a section with no E line ends
+                    del self._open[key]
+                return
+            stripped = stripped[1:].strip()
         em = _EXC.match(stripped)
         if em is None and tb.frames and not stripped.endswith(":"):   # `X raised:` + the real error next
             em = _EXC_OTHER.match(stripped)
@@ -383,6 +424,8 @@ class TracebackParser:
             if len(self.exceptions) > 2000:
                 del self.exceptions[:1000]
             self._last_exc[key] = info
+            if tb.pytest:
+                self._pytest_exc[key] = info
             del self._open[key]
             if _RAY_REMOTE.search(msg):
                 # the remote traceback follows the wrapper: its exception (the failure) is read as the next one

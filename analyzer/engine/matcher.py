@@ -23,7 +23,9 @@ from llmtriage.ruleset.loader import cache_dir
 from llmtriage.ruleset.regexsafety import bounded_compile
 
 BARE_EXC = r"\b(?:[A-Z][A-Za-z0-9_]*(?:Error|Exception)|Exception): "
-TB_MARK = r"Traceback \(most recent call last\)"
+# (also pytest's header of a failed test or collection error, "____ test_x ____" / "____ ERROR collecting x.py ____":
+# its frames and "E   XError: ..." line are a traceback too)
+TB_MARK = r"Traceback \(most recent call last\)|_{3} (?:ERROR (?:collecting|at setup of|at teardown of) |[Tt]est)"
 MODES = ("re2", "hyperscan", "python", "reference")
 
 

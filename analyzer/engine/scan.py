@@ -44,6 +44,7 @@ CAPTURE_SAMPLES = 8
 LOCATE_LINE_SPAN = 2048      # below this many bytes, hits are attributed line by line
 BARE_EXC_TAIL = 60           # a bare "XError: ..." counts as the crash only near the end of the log
 _TB_MARK = b"Traceback (most recent call last)"
+_PYTEST_MARK = re.compile(rb"_{3} (?:ERROR (?:collecting|at setup of|at teardown of) |[Tt]est)")
 # a warning that quotes an exception ("WARNING ... OSError: [Errno 24] Too many open files", a
 # FutureWarning naming a ValueError) reports it, it does not die of it: never the crash's headline
 _WARNING_LINE = re.compile(rb"\bWARN(?:ING)?\b|\[[Ww]arning\]|\b[A-Z]\w*Warning: |\bwarnings\.warn\b")
@@ -174,6 +175,9 @@ class Scan:
 
     def _feed_traceback(self, lines: bytes, view: bytes, line_base: int) -> None:
         tbpos = view.find(_TB_MARK)
+        pm = _PYTEST_MARK.search(view, 0, tbpos if tbpos >= 0 else len(view))
+        if pm is not None:
+            tbpos = pm.start()
         if tbpos < 0 and not self.tbp.active:
             return
         if self.tbp.active:
