@@ -32,11 +32,15 @@ class Engine:
 
     def __init__(self, ruleset: Any, *, lang: Optional[str] = None, mode: str = "auto",
                  disabled: frozenset[str] = frozenset(), observers: Sequence[Callable[[Scan], Any]] = (),
-                 set_mem: int = RE2_SET_MEM, thrash_hits: float = THRASH_HITS):
+                 set_mem: int = RE2_SET_MEM, thrash_hits: float = THRASH_HITS,
+                 gated_candidates: Optional[float] = None):
         self.ruleset = ruleset
         self.observers = list(observers)
         self.lang = lang
         self.thrash_hits = thrash_hits
+        # past the first GATED_BYTES: the mean candidates a block above which the Set answers
+        # (None: scan.LITERAL_GATED_MAX_CANDIDATES; tests of the Set's own paths pass 0)
+        self.gated_candidates = gated_candidates
         self.rules = [r for r in ruleset.rules if r["id"] not in disabled and r.get("status") != "deprecated"]
         if mode == "auto":
             mode = "re2" if HAVE_RE2 else "python"

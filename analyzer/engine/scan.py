@@ -218,7 +218,8 @@ class Scan:
             ok = len(cand) <= GATED_MAX_CANDIDATES
             if ok and self.active.literal:
                 self._cand_mean = LITERAL_GATED_DECAY * self._cand_mean + (1 - LITERAL_GATED_DECAY) * len(cand)
-                ok = self._cand_mean <= LITERAL_GATED_MAX_CANDIDATES
+                limit = eng.gated_candidates
+                ok = self._cand_mean <= (LITERAL_GATED_MAX_CANDIDATES if limit is None else limit)
             if ok:
                 return self.active.match_among(view, cand)
             self._to_set()                   # hit-dense blocks: the Set answers this one and what follows
