@@ -175,8 +175,9 @@ def test_fixes_are_marked_verified_only_from_recorded_runs(small):
 
 def test_a_small_log_is_answered_without_compiling_the_set(small, tmp_path, monkeypatch):
     """Counted, not timed: the first GATED_BYTES of a scan are answered by the gated set (literal
-    gate + one RE2 program per candidate), so a small log never compiles the pattern Set; a log
-    past that compiles it once, and the next scan on the same engine starts on it."""
+    gate + one RE2 program per candidate), so a small log never compiles the pattern Set; past that
+    the literal Set picks the candidates (GatedSet.use_literals), and the pattern Set is compiled only
+    when blocks keep having more than LITERAL_GATED_MAX_CANDIDATES of them."""
     from llmtriage.engine import re2set
     from llmtriage.engine.scan import GATED_BYTES
 
@@ -189,8 +190,13 @@ def test_a_small_log_is_answered_without_compiling_the_set(small, tmp_path, monk
     assert not eng.set.compiled
     big = b"".join(b"step %d loss 1.25\n" % i for i in range(GATED_BYTES // 16)) + (OOM + "\n").encode()
     rep = scan_source(eng, big)
-    assert eng.set.compiled and rep.findings[0].rule_id == "test-cuda-oom"
+    assert not eng.set.compiled and eng._gated.literal and rep.findings[0].rule_id == "test-cuda-oom"
     assert rep.findings[0].line == big.count(b"\n")
+    from llmtriage.engine import scan as scan_mod
+
+    monkeypatch.setattr(scan_mod, "LITERAL_GATED_MAX_CANDIDATES", 0)
+    again = scan_source(eng, big)          # a block with too many candidates: the Set, compiled once
+    assert eng.set.compiled and [(f.rule_id, f.line) for f in again.findings] == [(f.rule_id, f.line) for f in rep.findings]
     scan_source(eng, (OOM + "\n").encode())
     assert eng.set.compiled
 

@@ -181,8 +181,9 @@ def _same_detections(a, b):
 # Every configuration must find exactly what the reference finds.
 _FAST = {
     "default": {},
-    "tiny-dfa-cache-never-left": {"set_mem": 4 << 20, "thrash_hits": float("inf")},
-    "leaves-the-set-at-every-check": {"thrash_hits": 0},
+    # (gated_candidates 0: past the first 64 KiB the pattern Set answers, not the literal-gated set)
+    "tiny-dfa-cache-never-left": {"set_mem": 4 << 20, "thrash_hits": float("inf"), "gated_candidates": 0},
+    "leaves-the-set-at-every-check": {"thrash_hits": 0, "gated_candidates": 0},
     "literal-gated-stdlib": {"mode": "python"},
     "hyperscan": {"mode": "hyperscan"},
 }
@@ -240,7 +241,7 @@ def test_a_thrashing_set_is_left_for_a_while_then_tried_again(ruleset, tmp_path,
     if not re2set.HAVE_RE2:
         pytest.skip("google-re2 not installed")
     log = _bench_module().generate_log(tmp_path / "bench.log", 3, seed=3)
-    eng = get_engine(ruleset, thrash_hits=0)
+    eng = get_engine(ruleset, thrash_hits=0, gated_candidates=0)
     first = eng.set
     scan = Scan(eng)
     compiles = []
@@ -265,7 +266,7 @@ def test_a_rule_set_too_big_for_any_set_budget_takes_the_literal_gated_path(rule
     if not re2set.HAVE_RE2:
         pytest.skip("google-re2 not installed")
     monkeypatch.setattr(re2set, "RE2_MAX_MEM", 1 << 16)
-    eng = get_engine(ruleset, set_mem=1 << 14)
+    eng = get_engine(ruleset, set_mem=1 << 14, gated_candidates=0)
     # past the gated first block the scan needs the Set: it does not compile, the gated set answers
     log = _bench_module().generate_log(tmp_path / "bench.log", 1, seed=5)
     data = log.read_bytes() + b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"

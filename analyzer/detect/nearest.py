@@ -129,16 +129,145 @@ class Index:
         return best
 
 
-def index_for(engine: Any) -> Index:
-    """The engine's index, built on first use and kept as long as the engine lives."""
+NEAR_FORMAT = 1
+
+
+class Postings:
+    """The same index as `Index`, kept as postings in a checked JSON file of the cache folder and
+    read only for the words of a query: one line per word, `[word, idf, [rule, weight, ...]]` (rules
+    by position), after a head line naming the rules. `Index` held ~5 MB of vectors (and building
+    it parsed every rule's examples, ~7 MB more) for a lookup that touches a few dozen words.
+    `closest` computes exactly what `Index.closest` does (same floats, same order of summation)."""
+
+    def __init__(self, ids: list[str], cats: list[str], blob: Optional[bytes], path: Any = None,
+                 rebuild: Any = None):
+        self.rules = dict(zip(ids, cats))           # rule id -> category (what the index holds)
+        self._ids, self._cats = ids, cats
+        self._blob, self._path, self._rebuild = blob, path, rebuild
+        self._seen: dict[str, Optional[tuple[float, list[Any]]]] = {}
+
+    @staticmethod
+    def encode(index: Index, head: dict[str, Any]) -> bytes:
+        """`index` as a postings file (the head line, then one line per word)."""
+        ids = list(index.rules)
+        pos = {rid: i for i, rid in enumerate(ids)}
+        post: dict[str, list[Any]] = {}
+        for rid, (_, vec) in index.rules.items():
+            for t, w in vec.items():
+                post.setdefault(t, []).extend((pos[rid], w))
+        lines = [json.dumps({**head, "rules": [[rid, index.rules[rid][0]] for rid in ids]}, ensure_ascii=False,
+                            separators=(",", ":"))]
+        lines += [json.dumps([t, index.idf[t], post[t]], ensure_ascii=False, separators=(",", ":"))
+                  for t in sorted(post)]
+        return "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n"
+
+    def _text(self) -> bytes:
+        if self._blob is not None:
+            return self._blob
+        blob = cachefile.read(self._path) if self._path is not None else None
+        if blob is None:                         # removed (or spoiled) since: built again, kept in memory
+            blob = self._blob = self._rebuild()
+        return blob
+
+    def _lookup(self, terms: Iterable[str]) -> dict[str, tuple[float, list[Any]]]:
+        missing = [t for t in terms if t not in self._seen]
+        if missing:
+            blob = self._text()
+            for t in missing:
+                at = blob.find(b"\n" + json.dumps([t], ensure_ascii=False)[:-1].encode("utf-8", "surrogatepass") + b",")
+                if at < 0:
+                    self._seen[t] = None
+                    continue
+                end = blob.find(b"\n", at + 1)
+                word, idf, flat = json.loads(blob[at + 1:end].decode("utf-8", "surrogatepass"))
+                if word != t or not isinstance(flat, list) or len(flat) % 2:
+                    raise ValueError("malformed postings")
+                self._seen[t] = (float(idf), flat)
+        return {t: got for t in terms if (got := self._seen[t]) is not None}
+
+    def closest(self, text: str) -> dict[str, tuple[float, str]]:
+        """category -> (similarity, rule id) of its closest rule to `text` (as Index.closest)."""
+        bag = Counter(tokens(text))
+        post = self._lookup(bag)
+        v = {t: (1 + math.log(k)) * post[t][0] for t, k in bag.items() if t in post}
+        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
+        q = {t: x / norm for t, x in v.items()}
+        per: dict[int, dict[str, float]] = {}
+        for t in q:
+            flat = post[t][1]
+            for i in range(0, len(flat), 2):
+                per.setdefault(int(flat[i]), {})[t] = float(flat[i + 1])
+        best: dict[str, tuple[float, str]] = {}
+        for ri in sorted(per):             # rules in index order; a rule sharing no word scores 0 and never leads
+            w = per[ri]
+            s = sum(x * w.get(t, 0.0) for t, x in q.items())
+            cat = self._cats[ri]
+            if s > best.get(cat, (0.0, ""))[0]:
+                best[cat] = (s, self._ids[ri])
+        return best
+
+    def knows(self, rid: str, term: str) -> bool:
+        """Whether `term` is in rule `rid`'s vector (a word of its bag that some other rule lacks)."""
+        got = self._lookup([term]).get(term)
+        if got is None:
+            return False
+        ri = self._ids.index(rid)
+        flat = got[1]
+        return any(int(flat[i]) == ri for i in range(0, len(flat), 2))
+
+
+def _index_knows(idx: Any, rid: str, term: str) -> bool:
+    if isinstance(idx, Postings):
+        return idx.knows(rid, term)
+    return term in idx.rules[rid][1]
+
+
+def index_for(engine: Any) -> Any:
+    """The engine's index (a `Postings`), built on first use and kept as long as the engine lives.
+    With a rule set from the rule cache, the postings file is keyed on that cache's key and the
+    active rules; it is built (from `Index`, which reads every rule's examples) only when missing."""
     idx = _INDEXES.get(engine)
     if idx is None:
-        ruleset = getattr(engine, "ruleset", None)
+        idx = _INDEXES[engine] = _postings(engine)
+    return idx
+
+
+def _postings(engine: Any) -> Postings:
+    ruleset = getattr(engine, "ruleset", None)
+    ids = [r["id"] for r in engine.rules]
+    cache_key = getattr(ruleset, "cache_key", None)
+    folder = cachefile.cache_dir()
+    path = None
+    head: dict[str, Any] = {"format": NEAR_FORMAT, "key": "", "ids": ""}
+    if cache_key and folder is not None:
+        digest = blake2b(f"nearx {NEAR_FORMAT}\n{cache_key}\n".encode(), digest_size=16)
+        digest.update("\0".join(ids).encode("utf-8", "surrogatepass"))
+        key = digest.hexdigest()[:24]
+        head = {"format": NEAR_FORMAT, "key": key}
+        path = folder / f"nearx-{key}.json"
+
+    def build() -> bytes:
         if ruleset is not None and hasattr(ruleset, "load_details"):
             ruleset.load_details()         # a rule's bag of words includes its example logs
         universe = [r for r in ruleset.rules if r.get("status") != "deprecated"] if ruleset is not None else None
-        idx = _INDEXES[engine] = Index(engine.rules, universe)
-    return idx
+        return Postings.encode(Index(engine.rules, universe), head)
+
+    if path is not None:
+        blob = cachefile.read(path)
+        if blob is not None:
+            try:
+                first = json.loads(blob[:blob.index(b"\n")].decode("utf-8", "surrogatepass"))
+                pairs = first["rules"]
+                if first.get("format") != NEAR_FORMAT or first.get("key") != head["key"] or [p[0] for p in pairs] != ids:
+                    raise ValueError("not these rules")
+                return Postings(ids, [str(p[1]) for p in pairs], None, path, build)
+            except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
+                cachefile.remove(path)
+    blob = build()
+    pairs = json.loads(blob[:blob.index(b"\n")].decode("utf-8", "surrogatepass"))["rules"]
+    if path is not None and cachefile.write(path, blob):
+        return Postings([p[0] for p in pairs], [p[1] for p in pairs], None, path, build)
+    return Postings([p[0] for p in pairs], [p[1] for p in pairs], blob)
 
 
 def nearest(text: str, engine: Any, family_scores: list[tuple[int, str, list[str]]], spec: dict[str, Any],
@@ -163,9 +292,9 @@ def nearest(text: str, engine: Any, family_scores: list[tuple[int, str, list[str
         return None
     cat, score = max(total.items(), key=lambda kv: (kv[1], kv[0]))
     rid = closest.get(cat, (0.0, ""))[1]
-    vocab = idx.rules[rid][1] if rid else {}
     skip = set(_WORD.findall(ignore))
-    shared = {w for w in _WORD.findall(text) if w not in skip and any(p in vocab for p in _parts(w))}
+    shared = {w for w in _WORD.findall(text)
+              if w not in skip and rid and any(_index_knows(idx, rid, p) for p in _parts(w))}
     if score < float(spec["min_score"]):
         return None
     if len(shared) < int(spec["min_shared"]) and lean.get(cat, 0) < int(spec["family_lean"]):

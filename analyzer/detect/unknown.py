@@ -8,7 +8,6 @@ from typing import Any, Optional
 from llmtriage.detect.capture import capture_shape
 from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.inner_exception import inner_exception, inner_type
-from llmtriage.detect.nearest import nearest
 from llmtriage.detect.spec import tr, verdict_spec
 from llmtriage.detect.startup_warning import startup_warning_shape
 from llmtriage.engine.logparse import is_benign
@@ -98,6 +97,8 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
             got = family_of(own + "\n" + context, shapes=shapes)
             got = None if got is not None and got[0] in barred else got
         if got is None:
+            from llmtriage.detect.nearest import nearest   # deferred: only an unexplained death needs the index
+
             near_to = nearest(f.evidence, engine, scores(own + "\n" + context, shapes), near, f.captures.get("type", ""))
             _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
         elif got[0] in taxonomy:

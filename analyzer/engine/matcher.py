@@ -34,11 +34,15 @@ class Engine:
 
     def __init__(self, ruleset: Any, *, lang: Optional[str] = None, mode: str = "auto",
                  disabled: frozenset[str] = frozenset(), observers: Sequence[Callable[[Scan], Any]] = (),
-                 set_mem: int = RE2_SET_MEM, thrash_hits: float = THRASH_HITS):
+                 set_mem: int = RE2_SET_MEM, thrash_hits: float = THRASH_HITS,
+                 gated_candidates: Optional[float] = None):
         self.ruleset = ruleset
         self.observers = list(observers)
         self.lang = lang
         self.thrash_hits = thrash_hits
+        # past the first GATED_BYTES: the mean candidates a block above which the Set answers
+        # (None: scan.LITERAL_GATED_MAX_CANDIDATES; tests of the Set's own paths pass 0)
+        self.gated_candidates = gated_candidates
         self.rules = [r for r in ruleset.rules if r["id"] not in disabled and r.get("status") != "deprecated"]
         if mode == "auto":
             mode = "re2" if HAVE_RE2 else "python"
@@ -142,12 +146,20 @@ class Engine:
             self._gated = GatedSet(self._forms, self.gate())
         return self._gated
 
+    def literal_gated_set(self) -> GatedSet:
+        """The gated set picking its candidates with the literal Set (GatedSet.use_literals): what a
+        scan past its first GATED_BYTES asks, until a block has too many candidates for it."""
+        gated = self.gated_set()
+        if not gated.literal:
+            gated.use_literals(self.literal_set())
+            self._gate = None            # the bytes gate's needles are not asked any more
+        return gated
+
     def expect_bytes(self, size: int) -> None:
         """A hint from the caller: inputs of up to `size` bytes follow. One too big for the gated
-        start compiles the Set now, before anything else is allocated (peak RSS ~4 MB lower on
-        hit-dense logs than compiling it once the scan has started)."""
+        start builds the literal-gated set now, before anything else is allocated."""
         if size > GATED_BYTES and isinstance(self.set, LazySet) and not self.set.compiled:
-            self.set.Match(b"")
+            self.literal_gated_set()
 
     def drop_gated_set(self) -> None:
         """A scan moved to the Set: free the gated set, its programs and needles (built again if a

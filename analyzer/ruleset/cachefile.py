@@ -103,6 +103,112 @@ def read(path: Path) -> Optional[bytes]:
     return payload
 
 
+def _open_checked(path: Path) -> Optional[tuple[int, os.stat_result]]:
+    """An fd on cache file `path` when it is a regular file of ours writable by nobody else and not
+    too big (its mtime is touched: see _prune), else None (a file that fails the checks is removed)."""
+    if not ensure_dir(path.parent):
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > MAX_CACHE_BYTES:
+            os.close(fd)
+            remove(path)
+            return None
+        try:
+            os.utime(fd)
+        except (OSError, NotImplementedError):
+            pass
+    except OSError:
+        os.close(fd)
+        return None
+    return fd, st
+
+
+STREAM_CHUNK = 256 << 10
+
+
+def read_stream(path: Path, consume: Callable[[bytes, int], int]) -> Optional[tuple[int, int, int, int]]:
+    """Stream the payload of cache file `path` (the same checks as `read`) without holding it:
+    `consume(chunk, offset)` gets successive pieces of the payload (and where each starts in the
+    file, for `read_tail` later) and returns -1 to go on, or k >= 0 when
+    it wants no more: the payload from byte k of that chunk on (the tail) is only checksummed.
+    Nothing `consume` made may be trusted unless this returns (fd, tail offset in the file, tail
+    length, tail CRC-32): the file is ours and its digest matched. The fd stays open (the caller
+    closes it) so that the tail can be read back later with `read_tail`, from the very file that
+    was checked even when the name has been replaced or removed since. None: missing, not ours,
+    loose or corrupt (then removed; an exception from `consume` closes the fd and propagates)."""
+    got = _open_checked(path)
+    if got is None:
+        return None
+    fd, _ = got
+    ok = False
+    try:
+        head = b""
+        while b"\n" not in head and len(head) <= len(MAGIC) + 40:
+            more = os.read(fd, 64)
+            if not more:
+                break
+            head += more
+        line, sep, first = head.partition(b"\n")
+        if not sep or not line.startswith(MAGIC):
+            remove(path)
+            return None
+        want = line[len(MAGIC):].decode("ascii", "replace")
+        pos = len(line) + 1                      # file offset of the payload byte `first` starts with
+        crc = length = 0
+        tail_off, tail_crc, done = -1, 0, False
+        chunk = first
+        while True:
+            if chunk:
+                crc = zlib.crc32(chunk, crc)
+                if done:
+                    tail_crc = zlib.crc32(chunk, tail_crc)
+                else:
+                    k = consume(chunk, pos)
+                    if k >= 0:
+                        done = True
+                        tail_off = pos + k
+                        tail_crc = zlib.crc32(chunk[k:])
+                pos += len(chunk)
+                length += len(chunk)
+            if length > MAX_CACHE_BYTES:
+                break                            # grew past the limit while read: the digest fails
+            chunk = os.read(fd, STREAM_CHUNK)
+            if not chunk:
+                break
+        if not done:
+            tail_off, tail_crc = pos, 0
+        if want != f"{crc:08x}-{length:x}":
+            remove(path)
+            return None
+        ok = True
+        return fd, tail_off, pos - tail_off, tail_crc
+    except OSError:
+        return None
+    finally:
+        if not ok:
+            os.close(fd)
+
+
+def read_tail(fd: int, offset: int, length: int, crc: int) -> Optional[bytes]:
+    """Bytes `read_stream` checked (the tail, or a piece `consume` noted with its CRC-32), read back
+    from its fd; None if they no longer have that checksum."""
+    try:
+        if hasattr(os, "pread"):
+            data = os.pread(fd, length, offset)
+        else:  # pragma: no cover - non-POSIX
+            os.lseek(fd, offset, os.SEEK_SET)
+            data = os.read(fd, length)
+    except OSError:
+        return None
+    return data if len(data) == length and zlib.crc32(data) == crc else None
+
+
 def remove(path: Path) -> None:
     try:
         os.unlink(path)
