@@ -148,7 +148,9 @@ class VersionWatch:
         spec = _spec()
         category = spec.get("category", "dependency-mismatch")
         for f in findings:
-            if f.severity != "error" or f.category == category or f.judgement and f.judgement.get("context") == "version-gate":
+            # (an unknown its words already place in this category, detect/family.py, still takes the versions as its reason)
+            if (f.severity != "error" or f.category == category and f.rule_id != "unknown"
+                    or f.judgement and f.judgement.get("context") == "version-gate"):
                 continue
             why = self._rule_gate(f, spec, lang) if f.rule_id != "unknown" else self._pair_gate(f, exceptions, spec, lang)
             if why:
