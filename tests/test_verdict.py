@@ -1410,3 +1410,17 @@ def test_workers_terminated_at_shutdown_after_all_prompts_finished_is_teardown()
     # the same worker exit before the work was done is still a death
     cut = done.replace("100%|██████████| 2000/2000", "40%|████      | 800/2000")
     assert llmtriage.analyze(cut.replace("Wrote 2000 generations to outputs.jsonl\n", "") + teardown).extra["status"] == "crashed"
+
+
+def test_a_closing_line_that_carries_a_failed_exit_code_is_no_finish():
+    """A job script's "Training finished at <date> with exit code 1" after the launcher failed: the run
+    crashed, the port clash that killed it stays the error (a "finished ... exit code 0" line is a finish)."""
+    head = ("[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n"
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+            "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n"
+            "srun: error: gpu-a100-17: task 0: Exited with exit code 1\n")
+    rep = llmtriage.analyze(head + "Training finished at Thu Jul 16 14:02:15 EDT 2026 with exit code 1\n")
+    assert rep.extra["status"] == "crashed"
+    assert errors(rep)[0].category == "port-in-use"
+    ok = llmtriage.analyze("step 10 loss 1.2\nTraining finished at Thu Jul 16 14:02:15 EDT 2026 with exit code 0\n")
+    assert ok.extra["status"] == "finished"
