@@ -268,6 +268,10 @@ def _raised_in(headline: str, *files: str) -> str:
     ("FileNotFoundError", "[Errno 2] No such file or directory: '/tmp/llama2_7b'",
      ["/ws/torchtune/torchtune/utils/checkpoint.py", "/py/site-packages/torch/serialization.py",
       "/py/site-packages/torch/serialization.py", "/py/site-packages/torch/serialization.py"], "weights-not-found"),
+    # a framework CLI (no user file on the stack) handing transformers a model whose _tp_plan is None
+    ("TypeError", "'NoneType' object is not iterable",
+     ["/py/site-packages/swift/cli/sft.py", "/py/site-packages/swift/llm/model/register.py",
+      "/py/site-packages/transformers/modeling_utils.py"], "dependency-mismatch"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -299,6 +303,10 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     ("FileNotFoundError", "[Errno 2] No such file or directory: '/ws/cache/train_dataset.pt'",
      ["/py/site-packages/torch/serialization.py"]),                            # a dataset cache loaded with torch.load
     ("FileNotFoundError", "[Errno 2] No such file or directory: '/ws/ckpt/step_100'", ["/app/train.py"]),  # not in a loader
+    ("TypeError", "'NoneType' object is not iterable",
+     ["/app/train.py", "/py/site-packages/transformers/modeling_utils.py"]),   # the user's script on the stack
+    ("TypeError", "'NoneType' object is not subscriptable",
+     ["/py/site-packages/swift/cli/sft.py", "/py/site-packages/swift/llm/template/base.py"]),   # one package alone
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues
@@ -364,7 +372,7 @@ def test_every_shape_is_well_formed_and_re2_safe():
     for s in spec["shapes"]:
         assert s["family"] in cats and s["weight"] in (-4, -3, -2, -1, 1, 2, 3, 4) and s["name"], s
         assert set(s) <= {"name", "family", "weight", "type", "message", "unless", "frames", "innermost", "own_class",
-                          "code", "code_unless", "below_entry", "within"}, s
+                          "code", "code_unless", "below_entry", "within", "between_packages"}, s
         assert any(s.get(k) for k in ("type", "message", "frames", "innermost")), s
         for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless", "within"):
             if s.get(k):

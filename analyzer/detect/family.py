@@ -39,7 +39,7 @@ def _families() -> dict[str, Any]:
             (s["family"], int(s["weight"]), s["name"],
              *(re.compile(s[k], re.IGNORECASE if k != "type" else 0) if s.get(k) else None
                for k in ("type", "message", "unless", "frames", "innermost", "code", "code_unless", "within")),
-             bool(s.get("own_class")), bool(s.get("below_entry")))
+             bool(s.get("own_class")), bool(s.get("below_entry")), bool(s.get("between_packages")))
             for s in spec.get("shapes") or ()]
     return _COMPILED
 
@@ -52,15 +52,16 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str], code: str = 
     (where it was raised) contains `innermost`, the innermost frame's source line (`code`) contains
     `code` and not `code_unless`, with `own_class` it was raised in the file named after the object's class
     (raised_in_own_class), and with `below_entry` it was raised in another file than the outermost
-    frame's (not in the script that was run), and `within` matches one of `calls` ("<file> <function>" of every
+    frame's (not in the script that was run), with `between_packages` every frame is in installed packages,
+    at least two of them (between_packages), and `within` matches one of `calls` ("<file> <function>" of every
     frame, at any depth: raised somewhere below a Dataset's __getitem__) (each when given)."""
     fam = _families()
     short = exc_type.rsplit(".", 1)[-1]
     deep = frame_files[-fam["deep"]:] if frame_files else []
     out = []
     calls = list(calls)
-    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, code_rx, code_not, within_rx, own, below \
-            in fam["shapes"]:
+    for family, weight, name, type_rx, msg_rx, unless_rx, frames_rx, inner_rx, code_rx, code_not, within_rx, own, below, \
+            between in fam["shapes"]:
         if type_rx is not None and not type_rx.fullmatch(short):
             continue
         if msg_rx is not None and not msg_rx.search(message):
@@ -79,8 +80,21 @@ def shape_cues(exc_type: str, message: str, frame_files: list[str], code: str = 
             continue
         if below and not (len(frame_files) > 1 and frame_files[0] != frame_files[-1]):
             continue
+        if between and not between_packages(frame_files):
+            continue
         out.append((family, weight, name))
     return out
+
+
+_INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w.-]*)")
+
+
+def between_packages(frame_files: list[str]) -> bool:
+    """Every frame of the traceback is in installed packages (no file of the user's own is on the stack: a
+    framework CLI ran), and they are at least two packages: one library's code called another's."""
+    files = [f for f in frame_files if not f.startswith("<") and "runpy" not in f]
+    pkgs = [_INSTALLED.search(f) for f in files]
+    return bool(files) and all(pkgs) and len({m.group(1).split(".")[0] for m in pkgs if m}) >= 2
 
 
 _OBJECT = re.compile(r"'(\w+)' object has no attribute")
