@@ -28,6 +28,7 @@ import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median
+from llmtriage.engine.fastre import Gate
 
 PERFECT = 99.95
 MIN_SAMPLES = 1000
@@ -46,6 +47,8 @@ _GATES = (b"Accuracy of the network", b"* Acc@1", b"* loss", b"Start training fo
 # "- val_accuracy: 0.5298", "test_acc=0.5298")
 _INLINE = re.compile(rb"(?i)\b((?:eval|val|valid|validation|test)_acc(?:uracy)?['\"]?\s*[:=]\s*([0-9]*\.[0-9]{3,}))(?![0-9])")
 INLINE_RUN = 10
+# what every `_INLINE` match holds (`val_acc` is in eval_acc; RE2's case folding is a superset of `re.I` on bytes)
+_INLINE_GATE = Gate(rb"(?i)(?:val|valid|validation|test)_acc")
 
 
 class EvalSummaries:
@@ -61,14 +64,14 @@ class EvalSummaries:
         if not any(g in lines for g in _GATES) or len(self.accs) + len(self.summaries) + len(self.inline) >= KEEP:
             return
         if self.epochs is None:
-            m = _SCHEDULE.search(lines)
+            m = _SCHEDULE.search(lines) if b"Start training for" in lines else None
             if m:
                 self.epochs = int(m.group(1))
-        for m in _ACC_LINE.finditer(lines):
+        for m in _ACC_LINE.finditer(lines) if b"Accuracy of the network" in lines else ():
             self.accs.append((line_base + lines.count(b"\n", 0, m.start()), int(m.group(1)), float(m.group(3))))
-        for m in _SUMMARY.finditer(lines):
+        for m in _SUMMARY.finditer(lines) if b"* Acc@1 " in lines or b"* Acc@5 " in lines or b"* loss" in lines else ():
             self.summaries.append((line_base + lines.count(b"\n", 0, m.start(1)), m.group(1)))
-        for m in _INLINE.finditer(lines):
+        for m in _INLINE.finditer(lines) if _INLINE_GATE(lines) else ():
             v = float(m.group(2))
             if 0 < v < 1 or 1 < v < 100:        # a saturated 0 / 1 / 100% repeats in a healthy run too
                 self.inline.append((line_base + lines.count(b"\n", 0, m.start()), m.group(1)))

@@ -23,6 +23,7 @@ from typing import Iterator, Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
 from llmtriage.detect.metrics import MetricTracker, finite
+from llmtriage.engine.fastre import Gate
 
 WINDOW = 5
 DROP_FACTOR = 3.0
@@ -33,6 +34,10 @@ _MARK = re.compile(rb"Continuing training from global step|Resum(?:ing|ed) (?:tr
                    rb"|Restoring states from the checkpoint|successfully loaded checkpoint from .{0,300} at iteration"
                    rb"|Loading the checkpoint (?:at|from) step|Restored checkpoint (?:at|from) step", re.I)
 
+# what every `_MARK` match holds (RE2's case folding is a superset of `re.I` on bytes): a block without any is
+# skipped without the case-insensitive stdlib scan
+_PREGATE = Gate(rb"(?i)continuing training|resum|restor|successfully loaded checkpoint|loading the checkpoint")
+
 
 class ResumeMarks:
     """Line numbers of resume markers, block by block."""
@@ -41,7 +46,7 @@ class ResumeMarks:
         self.lines: list[int] = []
 
     def feed(self, lines: bytes, line_base: int) -> None:
-        if _MARK.search(lines) is None or len(self.lines) >= KEEP:
+        if len(self.lines) >= KEEP or not _PREGATE(lines) or _MARK.search(lines) is None:
             return
         for i, raw in enumerate(lines.split(b"\n")):
             if len(raw) < 4096 and _MARK.search(raw):

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Iterator, Any, Optional
 
 from llmtriage.detect.spec import compiled, verdict_spec
+from llmtriage.engine.fastre import UNANCHORED, raw_of
 from llmtriage.engine.logparse import split_prefix
 
 try:  # pragma: no cover - exercised when google-re2 is installed
@@ -166,6 +167,8 @@ class Scanner:
         self._progress_markers = [m for m in self.markers if m.kind == "progress"]
         self._others = tuple(m for m in self.markers if m.kind != "progress")
         self._gate, self._active, self._owners = _literal_gate(self._others, frozenset())
+        self._gate_raw = raw_of(self._gate)
+        self._plans: dict[tuple[frozenset[bytes], bool], tuple[tuple[Marker, Optional[tuple[bytes, ...]]], ...]] = {}
         self._progress_gate = _literal_gate(tuple(self._progress_markers), frozenset())[0]
         self._tail: list[tuple[int, bytes]] = []      # the last two blocks: what a death line followed
         self._tail_lines: list[tuple[int, bytes]] = []   # the same blocks with `\r` kept (one row per line)
@@ -178,17 +181,23 @@ class Scanner:
         if self._gate is None:
             return
         cands: dict[tuple[int, int], set[bytes]] = {}
-        for n, hit in enumerate(self._gate.finditer(view)):
+        cut = None         # the line of the last hit taken when the block has more: its other literals may be unseen
+        for n, (s, e) in enumerate(self._hits(view)):
             if n >= _CANDIDATES:
+                cut = line
                 break
-            cands.setdefault(_line_at(view, hit.start()), set()).add(hit.group(0))
+            line = _line_at(view, s)
+            cands.setdefault(line, set()).add(view[s:e])
         spans: dict[Marker, list[tuple[int, int]]] = {}
+        plans = self._plans
         for (a, b), found_lits in sorted(cands.items()):   # every marker with a literal on the line
+            key = (frozenset(found_lits), cut == (a, b))
+            plan = plans.get(key)
+            if plan is None:
+                plans[key] = plan = self._plan(found_lits, key[1])
             text = view[a:b]
-            owners = self._owners[next(iter(found_lits))] if len(found_lits) == 1 else \
-                sorted({i for lit in found_lits for i in self._owners[lit]})
-            for m in map(self._active.__getitem__, owners):
-                if any(lit in text for lit in m.literals):
+            for m, check in plan:
+                if check is None or any(lit in text for lit in check):
                     spans.setdefault(m, []).append((a, b))
         changed = False
         for m, todo in spans.items():
@@ -218,6 +227,41 @@ class Scanner:
                     break
         if changed:     # a training/context fact is known once: stop looking for its literals
             self._gate, self._active, self._owners = _literal_gate(self._others, frozenset(self.seen))
+            self._gate_raw = raw_of(self._gate)
+            self._plans = {}
+
+    def _hits(self, view: bytes) -> Iterator[tuple[int, int]]:
+        """(start, end) of the gate's matches in `view`, as `finditer` gives them (a bare RE2 call per match)."""
+        raw = self._gate_raw
+        if raw is None:
+            for hit in self._gate.finditer(view):
+                yield hit.span()
+            return
+        pos, end, match = 0, len(view), raw.Match
+        while True:
+            sp = match(UNANCHORED, view, pos, end)[0]
+            if sp[0] < 0:
+                return
+            yield sp
+            if pos == end:
+                return
+            pos = pos + 1 if pos == sp[1] else sp[1]
+
+    def _plan(self, found_lits: set[bytes], cut: bool) -> tuple[tuple[Marker, Optional[tuple[bytes, ...]]], ...]:
+        """The markers to look at on a line where the gate found `found_lits`, in the order of `_active`, each with
+        the literals to look for on the line (None: one of its literals is part of a found one, so it is there).
+        A literal of the line the gate did not report lies in a reported match (see `_overlapping`): only those
+        are looked for, unless the line is where the block's candidates were `cut` off."""
+        owners = self._owners[next(iter(found_lits))] if len(found_lits) == 1 else \
+            sorted({i for lit in found_lits for i in self._owners[lit]})
+        near = frozenset().union(*(_overlapping(found, self._owners.lits) for found in found_lits))
+        out = []
+        for m in map(self._active.__getitem__, owners):
+            if any(lit in found for lit in m.literals for found in found_lits):
+                out.append((m, None))
+            else:
+                out.append((m, m.literals if cut else tuple(lit for lit in m.literals if lit in near)))
+        return tuple(out)
 
     def _progress(self, lines: bytes, view: bytes, line_base: int) -> None:
         tail = max(0, len(view) - _PROGRESS_TAIL)

@@ -48,6 +48,7 @@ import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median
+from llmtriage.engine.fastre import Gate
 
 DATA_SHARE = 0.5
 MIN_RECORDS = 8
@@ -64,6 +65,9 @@ KEEP = 4096
 _GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
                    rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]|\| step_microstep: [0-9]"
                    rb"|\bData \(t\)")
+# what every `_GATE` match holds (`data` is in data_s / data_time / data: / train_dataloader_next; `[0-9]W` in the
+# nvidia-smi power column; `[0-9.]+[0-9.]` in EDSR's split): a block without any is skipped at RE2 speed
+_PREGATE = Gate(rb"data|Data |\| step|generator: |[0-9]W|[0-9.]\+[0-9.]")
 _LEROBOT = re.compile(rb"\bupdt_s:([0-9]+(?:\.[0-9]+)?) data_s:([0-9]+(?:\.[0-9]+)?)")
 _MMCV = re.compile(rb"(?:^|[\s,])time: ([0-9]+(?:\.[0-9]+)?),?\s+data(?:_time)?: ([0-9]+(?:\.[0-9]+)?)")
 # a loop's own split of each step into compute and data time, summed to the step: EDSR and its forks (RCAN, HAN, ...)
@@ -127,10 +131,10 @@ class StepWaitTracker:
             self.offload = True
         if self.pcie_cols is not None or b"pcie.link.gen.current" in lines:
             self._pcie(lines, line_base)
-        if _GATE.search(lines) is None:
+        if not _PREGATE(lines) or _GATE.search(lines) is None:
             return
         last_power = -10
-        for i, raw in enumerate(lines.split(b"\n")):
+        for i, raw in _PREGATE.lines(lines):      # a line without the pre-gate's text has no `_GATE` match
             if len(raw) > 4096 or _GATE.search(raw) is None:
                 continue
             ln = line_base + i

@@ -25,6 +25,7 @@ import re
 from typing import Any, Optional
 
 from llmtriage.detect.metric_anomaly import Anomaly, fmt, median
+from llmtriage.engine.fastre import Gate
 
 FACTOR = 2.0
 MIN_READINGS = 3
@@ -35,6 +36,8 @@ MAX_RUN_LINES = 20000  # job lines read for readings; after that only note lines
 # a note: a line the user added, starting with `#` (not a C preprocessor line, a shebang, an nvidia-smi dmon header)
 _NOTE = re.compile(rb"^\s*#(?![!#])(?!\s*(?:include|define|if|endif|pragma|gpu\b|Date\b|idx\b))")
 _GATE = re.compile(rb"s/it|it/s|s/step|iteration \(ms\)|(?i:tok(?:en)?s?(?:/s|_per_second|/sec))|(?i:token/s)|samples|TFLOP")
+# the same text for RE2 (whose case folding is a superset of `re`'s on bytes): finds the lines `_GATE` may match
+_LINE_GATE = Gate(_GATE.pattern)
 _NUM = rb"([0-9][0-9,]*(?:\.[0-9]+)?)"
 _STEP = re.compile(_NUM + rb"\s*(s/it|it/s|s/step|sec/it)\b|elapsed time per iteration \(ms\):\s*" + _NUM)
 _TOK = re.compile(_NUM + rb"\s*(?i:tok(?:en)?s?)/s(?:ec)?\b|(?i:tok(?:en)?s?)(?:/s(?:ec)?|_per_second(?:_per_gpu)?)\)?\s*[:=]\s*" + _NUM)
@@ -50,7 +53,9 @@ _FASTER_UP = {"step": False, "tokens": True, "samples": True, "tflops": True}
 def _readings(line: bytes) -> list[tuple[str, float]]:
     """(quantity, value) pairs read from one line (step quantities in seconds per step)."""
     out: list[tuple[str, float]] = []
-    for m in _STEP.finditer(line):
+    low = line.lower()       # the literals each quantity's pattern needs (ASCII case folding, as `re.I` on bytes)
+    for m in (_STEP.finditer(line) if b"s/it" in line or b"it/s" in line or b"s/step" in line or b"sec/it" in line
+              or b"elapsed time per iteration" in line else ()):
         if _NOT_STEP.search(line[max(0, m.start() - 80):m.start()]):
             continue
         try:
@@ -65,6 +70,8 @@ def _readings(line: bytes) -> list[tuple[str, float]]:
             out.append(("step", v))
         break
     for name, rx in (("tokens", _TOK), ("samples", _SAMPLES), ("tflops", _TFLOPS)):
+        if b"tok" not in low if rx is _TOK else b"samples" not in line if rx is _SAMPLES else b"TFLOP" not in line:
+            continue
         m = rx.search(line)
         if m:
             try:
@@ -86,12 +93,12 @@ class StatedSpeeds:
         self._run_lines = 0
 
     def feed(self, lines: bytes, line_base: int) -> None:
-        if _GATE.search(lines) is None:
+        if not _LINE_GATE(lines) or _GATE.search(lines) is None:
             return
         full = self._run_lines >= MAX_RUN_LINES
         if full and b"#" not in lines:
             return
-        for i, raw in enumerate(lines.split(b"\n")):
+        for i, raw in _LINE_GATE.lines(lines):     # the lines holding a `_GATE` match (and more: checked below)
             if len(raw) > 4096 or _GATE.search(raw) is None:
                 continue
             note = _NOTE.match(raw) is not None

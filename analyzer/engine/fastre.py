@@ -6,7 +6,7 @@ Used by `metric_parse`, `metrics`, `throughput` and `phase`; importing it compil
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 try:  # pragma: no cover - depends on the install
     import re2 as _re2
@@ -73,3 +73,42 @@ class Lazy:
         value = make(self)
         setattr(self, name, value)
         return value
+
+
+class Gate:
+    """A necessary condition checked before a costly stdlib search: `pattern` (which every text the guarded search
+    matches holds: a superset of it, never a line break in a match) compiled with RE2 when installed. A block
+    the gate finds nothing in is skipped; the guarded code then runs unchanged, so results cannot differ."""
+
+    def __init__(self, pattern: bytes) -> None:
+        self.rx = compile_bytes(pattern)
+        self.raw = raw_of(self.rx)
+
+    def __call__(self, view: bytes, pos: int = 0) -> bool:
+        if self.raw is not None:
+            return self.raw.Match(UNANCHORED, view, pos, len(view))[0][0] >= 0
+        return self.rx.search(view, pos) is not None
+
+    def find(self, view: bytes, pos: int = 0) -> int:
+        """The start of the first match at or after `pos`, or -1."""
+        if self.raw is not None:
+            return self.raw.Match(UNANCHORED, view, pos, len(view))[0][0]
+        m = self.rx.search(view, pos)
+        return -1 if m is None else m.start()
+
+    def lines(self, view: bytes) -> Iterator[tuple[int, bytes]]:
+        """(index, line) of the lines of `view.split(b"\\n")` that hold a match of the gate, in order."""
+        pos = at = i = 0
+        while True:
+            s = self.find(view, pos)
+            if s < 0:
+                return
+            a = view.rfind(b"\n", 0, s) + 1
+            i += view.count(b"\n", at, a)
+            at = a
+            e = view.find(b"\n", s)
+            if e < 0:
+                yield i, view[a:]
+                return
+            yield i, view[a:e]
+            pos = e + 1
