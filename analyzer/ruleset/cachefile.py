@@ -70,32 +70,17 @@ def ensure_dir(path: Path) -> bool:
 
 def read(path: Path) -> Optional[bytes]:
     """The payload of cache file `path`, or None when missing, not ours, loose, foreign or corrupt."""
-    if not ensure_dir(path.parent):
+    opened = _open_checked(path)              # (a file that fails the checks is removed: the caller rebuilds it)
+    if opened is None:
         return None
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = opened[0]
     try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > MAX_CACHE_BYTES:
-            bad = True
-        else:
-            bad = False
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                blob = fh.read(MAX_CACHE_BYTES + 1)
-            try:
-                os.utime(fd)                  # its mtime says when it was last used (see _prune)
-            except (OSError, NotImplementedError):
-                pass
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            blob = fh.read(MAX_CACHE_BYTES + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
-    if bad:
-        remove(path)                          # refuse it; the caller rebuilds and rewrites it
-        return None
     head, sep, payload = blob.partition(b"\n")
     if not sep or not head.startswith(MAGIC) or head[len(MAGIC):].decode("ascii", "replace") != digest(payload):
         remove(path)
