@@ -244,7 +244,6 @@ def version_watch(engine: Any = None) -> Any:
     of two packages shown at releases that do not work together, is a version mismatch."""
     from llmtriage.detect.version_gate import VersionWatch   # deferred: loads when a scan first asks for it
 
-    use_data(getattr(getattr(engine, "ruleset", None), "data", None) or {})   # its table comes with the rule cache (no yaml)
     return VersionWatch(engine)
 
 

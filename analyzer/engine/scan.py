@@ -31,6 +31,7 @@ from llmtriage.engine.logparse import (EVIDENCE_CAP, TracebackParser, decode_lin
                                        normalise_text, split_prefix)
 from llmtriage.engine.re2set import HAVE_RE2, GatedSet, LazySet
 from llmtriage.findings import ExceptionInfo, Finding, Report
+from llmtriage.ruleset.datafiles import use_data
 
 THRASH_HITS = 128            # hit lines in one block ...
 THRASH_PATTERNS = 16         # ... of this many distinct patterns: the Set's DFA cache thrashes
@@ -98,6 +99,8 @@ class Scan:
         self.active: Any = engine.set        # what flagged and locate ask: the Set, or the literal Set
         self._stay, self._away = LITERAL_STAY, 0
         self._cand_mean = 0.0                # decayed mean of the literal-gated blocks' candidates
+        # the data files (verdict, versions...) parsed with the rule cache, before any detector reads one (no yaml here)
+        use_data(getattr(self.ruleset, "data", None) or {})
         self.observers = [factory(self) for factory in engine.observers]
 
     @property
