@@ -35,12 +35,13 @@ def cases(root: Path = HERE):
                            (row.get("action") or "").strip() or None)
 
 
-def judge(path: Path) -> tuple[str, str]:
-    """(first error finding's category or "none", report action) for one log."""
+def judge(path: Path) -> tuple[str, str, str | None]:
+    """(first error finding's category or "none", report action, that finding's rule id) for one log."""
     import llmtriage
     rep = llmtriage.analyze(str(path))
     errors = [f for f in rep.findings if f.severity == "error"]
-    return (errors[0].category if errors else "none"), (rep.extra.get("action") or "none")
+    return ((errors[0].category if errors else "none"), (rep.extra.get("action") or "none"),
+            (errors[0].rule_id if errors else None))
 
 
 def score(root: Path = HERE, grep: str | None = None) -> dict:
@@ -53,10 +54,11 @@ def score(root: Path = HERE, grep: str | None = None) -> dict:
     for batch, path, want, action in cases(root):
         if pat and not pat.search(path.read_bytes().decode("utf-8", "replace")):
             continue
-        got, got_action = judge(path)
+        got, got_action, rule = judge(path)
         ok = got == want
         rel = str(path.relative_to(root))
-        out["logs"][rel] = {"want": want, "got": got, "ok": ok, "action": action, "got_action": got_action}
+        out["logs"][rel] = {"want": want, "got": got, "ok": ok, "action": action, "got_action": got_action,
+                            "rule": rule}
         b = out["batches"].setdefault(batch, [0, 0])
         b[0] += ok
         b[1] += 1
