@@ -308,6 +308,26 @@ and rules/kb.yaml gained 卡主/卡着/卡再 (typos of 卡住), nvshmem, "canno
 Tried and not kept: "training time" again (+1 -1), 不够 and 显存需求 (moved no title). Floors raised to zh 0.79, en 0.825, all
 0.812. Misses left: titles that name no cause, GGUF conversions whose answer differs by thread (an unknown architecture, an old
 gguf-py), ollama "failed to load model" threads answered by an upgrade, and NVSHMEM titles without the word ("test_low_latency failed").
+The twentieth batch (k58: 140 rows, 47 zh: ms-swift/LLaMA-Factory/slime/NeMo-RL hangs, Ray host-RAM kills, ollama and modelscope
+downloads, GGUF conversions of unknown architectures, Blackwell and bf16-on-V100 kernels, torch_npu/CANN mismatches, vllm-ascend/
+lmdeploy/xinference OOMs, flash-attn and DeepSpeed builds without nvcc, FSDP/Megatron checkpoint keys, LoRA merges, resume paths,
+prompt-length limits, dataloader-bound GPU utilisation; taken in the search's order, rows whose URL or title were already here
+dropped) was measured held out first: top-1 88/140 = 0.629 (zh 31/47 = 0.660, en 57/93 = 0.613), top-3 105/140 = 0.750. With it,
+all 2984 rows stood at 2405/2984 = 0.806 (zh 900/1141 = 0.789, en 1505/1843 = 0.817). Vocabulary added (rules/kb.yaml): pull/pulling,
+downloading, "download failing/fails/problem/stalls", internet, 联网 and mirror(s) as hub connection words; nvcc and CUDA_HOME, "cannot/
+can't/unable to/could not install", "installation issue/error/problem", "install issue" and installing as a missing build toolchain or
+package; "data loading" as an input-pipeline question; and "size mismatch" no longer expands to checkpoint/current/model (those words
+sent LoRA-merge size mismatches to the missing-keys rules). Model-name and product tags came off two rules that took unrelated
+titles: Qwen2-VL/Qwen2.5-VL/vLLM/transformers off vllm-rope-scaling-factor-assert, Ollama/"ollama pull" off
+ollama-template-field-mismatch. All 2984 rows: top-1 2420/2984 = 0.811 (zh 900/1141 = 0.789, en 1520/1843 = 0.825); the k58 batch
+100/140 = 0.714 (zh 31/47, en 69/93), top-3 114/140; none of the first 2844 rows lost (2320, were 2317). Tried and not kept: "loading
+data" (also matched "loading datasets" and sent a dataset error to throughput-low), "merge"/合并 off vllm-checkpoint-key-not-in-model
+(+1 -1), 恢复训练报错 -> 恢复训练 and 版本问题 off torch-optimizer-state-steps-on-cuda (-3: bare "训练报错" titles labelled
+dependency-mismatch were reaching it through those bigrams), and the remaining model-name tags (Qwen2-VL/Qwen2.5-VL, Gemma 3, GLM-4,
+Mistral, Gemma, Llama 3.1 on seven rules: no change in the count). Floors set to zh 0.785, en 0.82, all 0.807. Misses left: titles that
+name no cause ("Problem in traning", "官方案例报错", "本地跑模型就这么难吗"), Ray/GRPO "OOM" titles that were host RAM, LoRA-merge size
+mismatches that still reach the state-dict-keys rules, and Ascend import errors whose answer (a CANN or torch_npu version) the title
+does not name.
 """
 from pathlib import Path
 
@@ -319,8 +339,8 @@ from llmtriage.kb.words import KbWords, kb_words_path, load_kb_words, parse_kb_w
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "kb_questions.tsv"
-FLOOR = {"zh": 0.79, "en": 0.825}
-FLOOR_ALL = 0.812
+FLOOR = {"zh": 0.785, "en": 0.82}
+FLOOR_ALL = 0.807
 
 
 def _rows():
