@@ -311,7 +311,7 @@ def test_detector_texts_are_complete():
     # collective_hang: detect/threaddump; hung_until_killed: detect/hung; memory_at_limit: detect/accounting;
     # untrained_start: detect/untrained; loss_above_uniform: detect/loss_above_uniform; loss_at_uniform: detect/metric_uniform; interrupted_save: detect/interrupted_save;
     # rl_kl_diverged: detect/rl_divergence; rl_logprob_gap: detect/rl_logprob_gap; world_shortfall: detect/world_shortfall
-    verdict_ids = {"rl_kl_diverged": "metric-rl-kl-diverged", "rl_logprob_gap": "metric-rl-rollout-logprob-gap", "rl_grad_blowup": "metric-rl-grad-norm-blowup", "rl_length_cap": "metric-rl-completions-hit-length-cap", "rl_rollout_garbage": "metric-rl-rollouts-garbage-after-sync", "collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
+    verdict_ids = {"rl_kl_diverged": "metric-rl-kl-diverged", "rl_logprob_gap": "metric-rl-rollout-logprob-gap", "rl_grad_blowup": "metric-rl-grad-norm-blowup", "rl_length_cap": "metric-rl-completions-hit-length-cap", "rl_reward_stalled": "metric-rl-reward-flat-while-kl-grows", "rl_reward_hacked": "metric-rl-accuracy-reward-hacked", "rl_rollout_garbage": "metric-rl-rollouts-garbage-after-sync", "collective_hang": "thread-dump-collective-hang", "hung_until_killed": "verdict-hung-until-killed",
                    "memory_at_limit": "verdict-memory-at-limit", "untrained_start": "metric-loss-starts-untrained",
                    "interrupted_save": "verdict-resumed-interrupted-save", "loss_above_uniform": "metric-loss-above-uniform",
                    "loss_at_uniform": "metric-loss-at-uniform",

@@ -88,3 +88,46 @@ def graded_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
     return [Anomaly("creep_graded", "nan-loss", "error", low.line, last.line, low.step, len(after), {
         "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
         "windows": GRADED_WINDOWS, "factor": round(level / low.loss, 2)})]  # type: ignore[operator]
+
+
+PASS_WINDOWS = 5        # a run that logs a gradient norm but no epoch (an iteration-counted pre-training loop): windows ...
+PASS_FACTOR = 1.2       # ... to at least this x the minimum, and either twice it or ...
+PASS_GIVEBACK = 0.5     # ... this share of the fall from the start level back
+
+
+def pass_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
+    """An iteration-counted run (a gradient norm on >= 90% of the records, no epoch on any: Megatron, nanoGPT-style
+    pre-training loops, which read each sample once) whose loss, after falling to its minimum past the first
+    diverge_records records, rises in every one of PASS_WINDOWS windows of the >= 2 x diverge_records records after it,
+    to a last-window median >= PASS_FACTOR x the minimum and either >= LOSS_FACTOR x it or back by >= PASS_GIVEBACK of
+    the fall from the start level (the median of the first records). On data the model has not seen, a loss that rises
+    window after window is a model getting worse: a slow divergence (a fused loss kernel's wrong gradient, a learning
+    rate too high once warm-up ends). `graded_creep` reads the runs that print their epoch."""
+    if t.sampled or any(a.severity == "error" for a in found):
+        return []
+    th = t.th
+    recs = [r for r in t.records() if finite(r.loss)]
+    if len(recs) < 3 * th.diverge_records or any(r.rl or r.epoch is not None for r in recs):
+        return []
+    if sum(r.grad_norm is not None for r in recs) < 0.9 * len(recs):
+        return []
+    i = min(range(len(recs)), key=lambda j: recs[j].loss)  # type: ignore[arg-type,return-value]
+    low, after = recs[i], recs[i:]
+    if len(after) < 2 * th.diverge_records or low.loss <= 0 or i < th.diverge_records:  # type: ignore[operator]
+        return []
+    size = len(after) // PASS_WINDOWS
+    meds = [_median([r.loss for r in after[k * size:(k + 1) * size]]) for k in range(PASS_WINDOWS)]  # type: ignore[misc]
+    meds[-1] = _median([r.loss for r in after[(PASS_WINDOWS - 1) * size:]])  # type: ignore[misc]
+    if any(b <= a for a, b in zip(meds, meds[1:])):
+        return []
+    level, start = meds[-1], _median([r.loss for r in recs[:th.diverge_records // 2]])  # type: ignore[misc]
+    if level < PASS_FACTOR * low.loss:  # type: ignore[operator]
+        return []
+    if level < LOSS_FACTOR * low.loss and (start <= low.loss or level - low.loss < PASS_GIVEBACK * (start - low.loss)):  # type: ignore[operator]
+        return []
+    last = after[-1]
+    share = round(100 * (level - low.loss) / (start - low.loss)) if start > low.loss else None  # type: ignore[operator]
+    return [Anomaly("creep_pass", "nan-loss", "error", low.line, last.line, low.step, len(after), {
+        "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
+        "windows": PASS_WINDOWS, "factor": round(level / low.loss, 2), "start": fmt(start),  # type: ignore[operator]
+        "share": share if share is not None and share <= 1000 else None})]

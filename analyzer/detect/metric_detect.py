@@ -44,7 +44,7 @@ RULE_IDS = {"nan": "metric-nan-loss", "nan_hidden": "metric-nan-hidden-as-zero",
             "reward_flat": "metric-rl-rewards-no-spread", "eval_gap": "metric-train-loss-far-below-eval",
             "overfit_eval": "metric-eval-loss-rising-overfit", "bar_decay": "metric-progress-rate-collapsing",
             "caught_repeat": "metric-caught-exception-repeats", "eval_chance": "metric-eval-at-chance",
-            "zero_fp16": "metric-loss-plunged-to-zero-fp16", "creep_graded": "metric-loss-rising-first-epoch",
+            "zero_fp16": "metric-loss-plunged-to-zero-fp16", "creep_graded": "metric-loss-rising-first-epoch", "creep_pass": "metric-loss-rising-single-pass",
             "stated_speed": "metric-slower-than-stated-speed"}
 # "no optimizer step ever ran" (fp16 skip counters, or lr 0 on every record of an fp16 run) outranks a
 # signature that reads the same records as a NaN (trainer-grad-norm-nan, 62): it names why they are NaN
@@ -56,7 +56,7 @@ PRIORITY = {"nan": 58, "nan_hidden": 57, "zero_start": 56, "overflow": 50, "no_s
             "guard_skip": 47, "val_perfect": 32, "step_wait": 20, "scaling": 20, "mfu_low": 20, "creep": 40, "resume_drop": 32, "resume_reset": 46,
             "zero_perfect": 57, "zero_rounded": 45, "lr_floor": 46, "lr_tiny": 46, "eval_perfect": 32, "eval_summary_frozen": 46,
             "alloc_thrash": 24, "reward_flat": 46, "eval_gap": 32, "overfit_eval": 30, "bar_decay": 20, "caught_repeat": 20,
-            "eval_chance": 44, "zero_fp16": 56, "creep_graded": 40, "stated_speed": 20}
+            "eval_chance": 44, "zero_fp16": 56, "creep_graded": 40, "creep_pass": 40, "stated_speed": 20}
 
 
 def _nan(t: MetricTracker, recs: list[Record]) -> list[Anomaly]:

@@ -23,7 +23,7 @@ Recognised formats (values may be quoted, as transformers v5 prints them):
   LLaMA-Factory jsonl  {"current_steps": 4450, "total_steps": 9750, "loss": 0.0, "reward": null, ...} (a null reward is no RL)
   notebook tables      Step<TAB>Training Loss<TAB>Validation Loss  then rows  10<TAB>2.310000<TAB>No log
                        (the Trainer's notebook callback, Unsloth/Colab; also `Step | Training Loss | reward | ...`):
-                       the header names the columns (`table_columns`), each row is read by them (`table_row`)
+                       the header names the columns (`table_columns`), each row is read by them (`table_row`, metric_table.py)
 
 Lines without a training loss (eval/validation/test losses, the Trainer's end-of-run `train_loss`
 average, a bare `loss scale`) give no record. Skipped-step counters that carry no loss (DeepSpeed
@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of
-from llmtriage.engine.logparse import split_prefix
+# flags of a metric line, re-exported for the callers that import them from here
+from llmtriage.detect.metric_line_flags import (POOR_ACC, is_flat_reward, is_perfect_accuracy,  # noqa: F401
+                                               is_poor_accuracy, is_rl_line, is_rounded_zero_loss)
 
 # A metric line: any of the loss spellings (the anchor for finding records in a block).
 ANCHOR_SRC = (rb"""['"]loss(?:/train)?['"]\s*:|\blm loss:|\blm loss [-+0-9.NnIi]|\b(?:train_)?[Ll]oss(?:_step)?\s*[=:]\s*['"]?[-+0-9.NnIi]|(?:with|:) [Ll]oss [-+0-9.]|"""
@@ -116,9 +118,6 @@ def below_precision(val: bytes) -> Optional[float]:
     """A learning rate printed as fixed zeros: unknown (None), or its bound when the display is fine enough."""
     d = len(val) - 2
     return Bound(0.5 * 10.0 ** -d) if d >= _FINE_ZEROS else None
-# words of RL post-training records (GRPO/PPO): their loss may be 0 at the start or negative, by design
-_RL_WORDS = (b"reward", b"'kl'", b"kl_loss", b"pg_loss", b"policy_loss", b"advantage", b"completion_length",
-             b"completions/", b"clip_ratio")
 
 
 class Regexes(Lazy):
@@ -218,55 +217,6 @@ def loss_num(b: bytes) -> Optional[float]:
     return p
 
 
-# notebook loss tables: the header's column names -> record fields (None: a column we skip)
-_TABLE_FIELD = {"step": 0, "training loss": 1, "train loss": 1, "loss": 1, "grad norm": 2, "grad_norm": 2,
-                "learning rate": 3, "learning_rate": 3, "lr": 3, "epoch": 4,
-                "validation loss": 5, "eval loss": 5, "val loss": 5}
-# the Trainer's / Unsloth's run plan ("  Num Epochs = 1", "Total optimization steps = 1,125" / "Total steps = 1,125"):
-# a table without an Epoch column gets each row's epoch from its step
-PLAN_EPOCHS = re.compile(rb"\bNum Epochs = ([0-9][0-9,]*)")
-PLAN_STEPS = re.compile(rb"\bTotal (?:optimization )?steps = ([0-9][0-9,]*)")
-
-
-def _unprefixed(line: bytes) -> bytes:
-    """A table line without the launcher's or collector's prefix ([rank3]:, a Ray actor, a host...)."""
-    return split_prefix(line.decode("utf-8", "replace")).text.encode("utf-8")
-
-
-def table_columns(header: bytes) -> Optional[tuple[bytes, list[Optional[int]], bool]]:
-    """(separator, field of each column, RL table?) when `header` is a loss table's header line
-    (`Step<TAB>Training Loss...` or `Step | Training Loss | ...`), else None."""
-    text = _unprefixed(header).strip().lower()
-    sep = b"\t" if b"\t" in text else b"|"
-    cells = [c.strip().decode("ascii", "replace") for c in text.strip(b"|").split(sep)]
-    if len(cells) < 2 or cells[0] not in ("step", "epoch") or not any(c in ("training loss", "train loss") for c in cells):
-        return None
-    cols = [_TABLE_FIELD.get(c) for c in cells]
-    rl = any(w in c for c in cells for w in ("reward", "kl", "completion", "advantage"))
-    return sep, cols, rl
-
-
-def table_row(text: bytes, sep: bytes, cols: list[Optional[int]]) -> Optional[tuple]:
-    """(step, loss, grad_norm, lr, epoch, validation loss as printed or None) of one row of a loss table,
-    or None when the line is not a row of it (the table has ended)."""
-    cells = _unprefixed(text).strip().strip(b"|").split(sep)
-    if len(cells) != len(cols) or not cells[0].strip().isdigit():
-        return None
-    out: list[Any] = [None, None, None, None, None, None]
-    for cell, k in zip(cells, cols):
-        cell = cell.strip()
-        v = num(cell)
-        if v is None and cell.lower() not in (b"no log", b""):
-            return None
-        if k == 5:
-            out[5] = cell.decode("ascii") if v is not None and math.isfinite(v) else None
-        elif k is not None:
-            out[k] = v
-    if out[0] is not None:
-        out[0] = int(out[0])
-    if out[1] is None:
-        return None
-    return tuple(out)
 
 
 @dataclass
@@ -292,62 +242,6 @@ class Record:
         if self.step is not None:
             return f"step {self.step}"
         return f"log record {self.index + 1}" if self.index >= 0 else f"line {self.line}"
-
-
-# a field logged without a value (LLaMA-Factory's trainer_log.jsonl writes `"reward": null` on every SFT record)
-_EMPTY_FIELD = re.compile(rb"""["'][\w/]+["']\s*:\s*(?:null|None)\b""")
-
-
-def is_rl_line(text: bytes) -> bool:
-    """Whether a metric line is an RL post-training record (reward / KL / policy-loss fields with a value)."""
-    if not any(w in text for w in _RL_WORDS):
-        return False
-    return any(w in _EMPTY_FIELD.sub(b"", text) for w in _RL_WORDS) if b"null" in text or b"None" in text else True
-
-
-# an RL record whose rewards do not vary within any group (TRL / ms-swift / open-r1 keys), or whose advantages
-# are all 0 (verl prints their max and min side by side): the policy loss and its gradient are 0 by construction
-_FLAT_REWARD = re.compile(rb"""['"]frac_reward_zero_std['"]\s*:\s*['"]?1(?:\.0*)?(?![\d.])|['"]reward_std['"]\s*:\s*['"]?0(?:\.0*)?(?:[eE][-+]?\d+)?(?![\d.])"""
-                          rb"""|critic/advantages/max:\s*-?0(?:\.0*)?\s+-\s+critic/advantages/min:\s*-?0(?:\.0*)?(?![\d.])""")
-
-
-def is_flat_reward(text: bytes) -> bool:
-    """Whether an RL metric line says every group's rewards were identical (no advantage to learn from)."""
-    return (b"reward" in text or b"advantages" in text) and _FLAT_REWARD.search(text) is not None
-
-
-# an accuracy of 100% on a metric line: `Prec@1 100.000 (99.4)`, `Acc@1 100.00`, `acc: 1.0000`,
-# `'accuracy': 1.0`, `train_acc=100.0` (the first accuracy field of the line: the batch's own, not an average)
-_PERFECT_ACC = re.compile(rb"""(?i)(?<![\w/])(?:prec@1|acc@1|top-?1|(?:train_|mean_token_)?acc(?:uracy)?)['"]?\s*[:=]?\s*['"]?(?:100(?:\.0*)?|1\.0*|1)(?![\d.])""")
-
-
-# a loss field printed as 0 with two or more fixed decimals (`loss=0.000`, `Loss 0.0000 (0.0012)`), not `0.0` / `0e+00`
-_ROUNDED_LOSS = re.compile(rb"""(?i)loss[\w/]*['"]?\s*[=:]?\s*['"]?0\.000*(?![\d.eE])""")
-
-
-def is_rounded_zero_loss(text: bytes) -> bool:
-    """Whether a metric line prints its loss as 0 with fixed decimals (below the display's precision)."""
-    m = _ROUNDED_LOSS.search(text)
-    return m is not None and m.group(0).endswith(b"00")
-
-
-# the first training-accuracy field of a line with its value (`acc: 0.3100`, `Acc@1 31.2`, `'accuracy': 0.31`)
-_ACC_VALUE = re.compile(rb"""(?i)(?<![\w/])(?:prec@1|acc@1|top-?1|(?:train_)?acc(?:uracy)?)['"]?\s*[:=]?\s*['"]?([0-9]+(?:\.[0-9]+)?)(?![\d.])""")
-POOR_ACC = 0.5
-
-
-def is_poor_accuracy(text: bytes) -> bool:
-    """Whether a metric line prints a training accuracy below POOR_ACC (a fraction, or a percentage above 1)."""
-    m = _ACC_VALUE.search(text) if (b"cc" in text or b"rec@" in text or b"op" in text) else None
-    if m is None:
-        return False
-    v = float(m.group(1))
-    return (v / 100 if v > 1 else v) < POOR_ACC
-
-
-def is_perfect_accuracy(text: bytes) -> bool:
-    """Whether a metric line prints a (training) accuracy of exactly 100% / 1.0."""
-    return (b"cc" in text or b"rec@" in text or b"op" in text) and _PERFECT_ACC.search(text) is not None
 
 
 # the header of a torchvision / DeiT / BEiT / MAE MetricLogger line printed while evaluating ("Test:  [ 0/19]",
@@ -443,30 +337,6 @@ def parse_line(text: bytes) -> Optional[tuple[Optional[int], Optional[float], Op
             frac = int(b.group(1)) / int(b.group(2)) if b and int(b.group(2)) else 0.0
             out[4] = done + min(frac, 1.0)
     return tuple(out)  # type: ignore[return-value]
-
-
-# Keras prints the epoch on its own line ("Epoch 3/10") above the bar that carries the loss
-# ("938/938 [==============================] - 5s 5ms/step - loss: 0.2954 - accuracy: 0.9149")
-# `Epoch N/M` on a line of its own, also under a launcher's or collector's prefix ([rank3]:, a host, a Ray actor, a time stamp)
-_KERAS_EPOCH = re.compile(rb"(?m)(?:^|[ :\]\)])Epoch ([0-9]+)/([0-9]+)\s*\r?$")
-_KERAS_BAR = re.compile(rb"\s*([0-9]+)/([0-9]+) \[[=>.]*\]")
-
-
-def keras_epoch(view: bytes, ls: int, le: int) -> Optional[float]:
-    """Epochs completed at a Keras bar line view[ls:le] from the last `Epoch N/M` line in the 4 KiB
-    above it: N - 1 plus the bar's fraction (N at a finished bar), or None."""
-    bar = _KERAS_BAR.match(view, ls, le)
-    if bar is None:
-        text = _unprefixed(view[ls:le])
-        bar = _KERAS_BAR.match(text) if text != view[ls:le] else None
-        if bar is None:
-            return None
-    found = None
-    for found in _KERAS_EPOCH.finditer(view, max(0, ls - 4096), ls):
-        pass
-    if found is None or not 1 <= int(found.group(1)) <= int(found.group(2)) or not int(bar.group(2)):
-        return None
-    return int(found.group(1)) - 1 + min(int(bar.group(1)) / int(bar.group(2)), 1.0)
 
 
 # a loss value on a Megatron interval line ("lm loss: 2.1E+00 |", older "lm loss 2.1E+00 |", "mtp_1 loss: ..."),

@@ -4,11 +4,43 @@
 """
 from __future__ import annotations
 
+import math
+from typing import Optional
+
 from llmtriage.detect.metric_anomaly import Anomaly, fmt
 from llmtriage.detect.metric_parse import Record
 from llmtriage.detect.metrics import MetricTracker, finite
 
 WHOLE_EPOCHS = 10   # whole epochs after the first epoch's end record that a per-epoch log must span for `stuck`
+PASSES = 1.9        # epochs from the start after which `stuck` no longer asks the plateau to be quiet ...
+MEDIAN_SE = 1.25    # ... (a median's standard error in standard deviations over the square root of the count)
+RANGE_95 = 3.63     # ... when its quarters' medians lie within the 95% range of 4 draws of one level (in standard errors)
+NOISE_RATIO = 2.0   # ... and the quarters are equally noisy (no steep fall, spike or climb inside one)
+
+
+def _sd(xs: list) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
+
+
+def noisy_level(fin: list[Record], k: int) -> Optional[tuple[float, float]]:
+    """(epochs, allowed spread of the quarter medians) when a noisy loss is still a plateau: the run went over its data
+    again and again (from the start over >= PASSES epochs: a model that learns lowers its loss on batches it has seen,
+    whatever their kinds), its four quarters of k records are equally noisy and their medians differ by no more than
+    the noise explains (RANGE_95 standard errors of a median). None otherwise."""
+    epochs = [r.epoch for r in fin if r.epoch is not None]
+    first = fin[0]
+    if first.epoch is None or first.epoch > 0.05 or max(epochs) - first.epoch < PASSES or k < 5:
+        return None
+    quarters = [[r.loss for r in fin[i * k:(i + 1) * k]] for i in range(4)]
+    sds = [_sd(q) for q in quarters]  # type: ignore[arg-type]
+    if min(sds) <= 0 or max(sds) > NOISE_RATIO * min(sds):
+        return None
+    meds = [sorted(q)[k // 2] for q in quarters]  # type: ignore[type-var]
+    slack = RANGE_95 * MEDIAN_SE * sorted(sds)[2] / math.sqrt(k)
+    if max(meds) - min(meds) > slack:  # type: ignore[type-var,operator]
+        return None
+    return max(epochs) - first.epoch, slack  # type: ignore[operator]
 
 
 def low_start(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
@@ -77,9 +109,14 @@ def stuck(t: MetricTracker, fin: list[Record]) -> list[Anomaly]:
         return []
     # a plateau: every record within stuck_noise of the level (batches that differ by kind, image vs
     # video, zig-zag far more: their mean may stay while the model learns)
+    # ... unless a noisy level held over several passes over the data (`noisy_level`)
+    passes = None
     if max(r.loss for r in fin) - min(r.loss for r in fin) > th.stuck_noise * e:  # type: ignore[type-var,operator]
-        return []
+        passes = noisy_level(fin, k)
+        if passes is None:
+            return []
     grads = [r.grad_norm for r in fin if r.grad_norm is not None and finite(r.grad_norm)]
     return [Anomaly("stuck", "no-grad", "error", first.line, last.line, first.step, len(fin), {
         "loss": fmt(first.loss), "from": first.at, "to": last.at, "last": fmt(last.loss), "early": fmt(e),
-        "late": fmt(lt), "records": len(fin), "grad_norm": fmt(grads[-1]) if grads else None})]
+        "late": fmt(lt), "records": len(fin), "grad_norm": fmt(grads[-1]) if grads else None,
+        "epochs": fmt(passes[0]) if passes else None, "slack": fmt(passes[1]) if passes else None})]

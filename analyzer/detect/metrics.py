@@ -25,7 +25,9 @@ from collections import deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import search_raw, spans
-from llmtriage.detect.metric_parse import PLAN_EPOCHS, PLAN_STEPS, Record, is_flat_reward, is_perfect_accuracy, is_poor_accuracy, is_rl_line, is_rounded_zero_loss, keras_epoch, parse_line, regexes, table_columns, table_row
+from llmtriage.detect.metric_line_flags import is_flat_reward, is_perfect_accuracy, is_poor_accuracy, is_rl_line, is_rounded_zero_loss
+from llmtriage.detect.metric_parse import Record, parse_line, regexes
+from llmtriage.detect.metric_table import PLAN_EPOCHS, PLAN_STEPS, keras_epoch, table_columns, table_row
 from llmtriage.detect.metric_composer import scan_composer
 from llmtriage.detect.metric_formats import GATES as FORMAT_GATES, scan_formats
 from llmtriage.detect.metric_guard import GATES as GUARD_GATES, new_guard, scan_guard

@@ -94,7 +94,7 @@ class TrainingObserver:
         from llmtriage.detect.metric_zero import exact_zero   # deferred: as above
         from llmtriage.detect.metric_guard import guard_skips   # deferred: as above
         from llmtriage.detect.metric_val_leak import validation_perfect   # deferred: as above
-        from llmtriage.detect.metric_creep import graded_creep, loss_creep   # deferred: as above
+        from llmtriage.detect.metric_creep import graded_creep, loss_creep, pass_creep   # deferred: as above
         from llmtriage.detect.metric_gap import train_eval_gap   # deferred: as above
         from llmtriage.detect.metric_overfit import eval_rising   # deferred: as above
         from llmtriage.detect.metric_chance import eval_at_chance   # deferred: as above
@@ -129,6 +129,7 @@ class TrainingObserver:
         anomalies += validation_perfect(self.metrics, anomalies)
         anomalies += loss_creep(self.metrics, anomalies)
         anomalies += graded_creep(self.metrics, anomalies)
+        anomalies += pass_creep(self.metrics, anomalies)
         anomalies += train_eval_gap(self.metrics, anomalies)
         anomalies += eval_rising(self.metrics, anomalies)
         anomalies += eval_at_chance(self.metrics, anomalies)
@@ -215,6 +216,14 @@ def rl_length_cap(engine: Any = None) -> Any:
     return RlLengthCapTracker(engine)
 
 
+def rl_reward_trend(engine: Any = None) -> Any:
+    """RL records whose reward never rose while the KL grew, or whose accuracy reward hit 1 as the completions
+    shrank (detect/rl_reward_trend.py)."""
+    from llmtriage.detect.rl_reward_trend import RlRewardTrendTracker   # deferred: loads when a scan first asks for it
+
+    return RlRewardTrendTracker(engine)
+
+
 def rl_rollout_garbage(engine: Any = None) -> Any:
     """RL records whose rollouts all hit the length cap with ~0 reward from one step to the next
     (detect/rl_rollout_garbage.py)."""
@@ -280,6 +289,6 @@ class VerdictObserver:
 # (rl_rollout_garbage before rl_length_cap: a collapse from one record to the next is a broken weight sync; the
 # length-cap reading, which steps aside when an error is found already, is for completions that grew into the cap)
 FACTORIES: list[Callable[[Any], Any]] = [TrainingObserver, thread_dumps, rl_divergence, rl_logprob_gap,
-                                         rl_grad_blowup, rl_rollout_garbage, rl_length_cap, eval_no_metrics,
+                                         rl_grad_blowup, rl_rollout_garbage, rl_length_cap, rl_reward_trend, eval_no_metrics,
                                          decode_speed_gap, head_reload, version_watch]
 """Observers run before the verdict; `VerdictObserver` always comes last (see llmtriage.get_engine)."""
