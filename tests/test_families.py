@@ -272,6 +272,13 @@ def _raised_in(headline: str, *files: str) -> str:
     ("TypeError", "'NoneType' object is not iterable",
      ["/py/site-packages/swift/cli/sft.py", "/py/site-packages/swift/llm/model/register.py",
       "/py/site-packages/transformers/modeling_utils.py"], "dependency-mismatch"),
+    # an eval library's adapter for vLLM reading an output field this vLLM release leaves None (V1 prompt_logprobs)
+    ("TypeError", "'NoneType' object is not subscriptable",
+     ["/py/site-packages/lighteval/pipeline.py", "/py/site-packages/lighteval/models/vllm/vllm_model.py"],
+     "dependency-mismatch"),
+    # Unsloth's GGUF export refusing a model type its installed release cannot convert yet
+    ("NotImplementedError", "Unsloth: llama.cpp GGUF conversion does not yet support converting model types of `X`.",
+     ["/py/site-packages/unsloth/save.py", "/py/site-packages/unsloth_zoo/llama_cpp.py"], "dependency-mismatch"),
 ])
 def test_an_exception_shape_names_its_family(exc_type, message, files, family):
     from llmtriage.detect.family import shape_cues
@@ -307,6 +314,10 @@ def test_an_exception_shape_names_its_family(exc_type, message, files, family):
      ["/app/train.py", "/py/site-packages/transformers/modeling_utils.py"]),   # the user's script on the stack
     ("TypeError", "'NoneType' object is not subscriptable",
      ["/py/site-packages/swift/cli/sft.py", "/py/site-packages/swift/llm/template/base.py"]),   # one package alone
+    ("TypeError", "'NoneType' object is not subscriptable",
+     ["/app/eval.py", "/app/models/vllm/runner.py"]),                          # the user's own vLLM wrapper, not a library's
+    ("TypeError", "'NoneType' object is not subscriptable",
+     ["/py/site-packages/vllm/model_executor/models/llama.py"]),               # inside the engine itself
 ])
 def test_shapes_that_do_not_fit(exc_type, message, files):
     from llmtriage.detect.family import shape_cues

@@ -374,3 +374,23 @@ RuntimeError: No supported device detected.
     # a wrapper with no remote frames after it stays the headline, and a logger line after it is not an exception
     p = _feed("\n".join(log.splitlines()[:6] + ["Status: Job failed", "INFO: shutting down"]) + "\n")
     assert p.headline().type == "ray.exceptions.RayActorError" and len(p.exceptions) == 1
+
+
+def test_a_rich_traceback_panel_gives_its_frames_and_source_row():
+    # rich (typer CLIs) prints a boxed traceback of ~40 rows: its frames must be read, not dropped as foreign lines
+    source = "\n".join(f"│   {n} │   │   pass{' ' * 60}│" for n in range(10, 40))
+    log = f"""╭──────────── Traceback (most recent call last) ────────────╮
+│ /home/me/run_eval.py:12 in main                              │
+{source}
+│ /usr/lib/python3.11/site-packages/lighteval/models/vllm/vllm_model.py:407 in               │
+│ _loglikelihood_tokens                                        │
+│ ❱ 407 │   │   for token, logprobs in zip(a, output.prompt_logprobs):   │
+╰──────────────────────────────────────────────────────────────╯
+TypeError: 'NoneType' object is not subscriptable
+"""
+    exc = _feed(log).headline()
+    assert exc is not None and exc.type == "TypeError"
+    assert [f.file for f in exc.frames] == ["/home/me/run_eval.py",
+                                            "/usr/lib/python3.11/site-packages/lighteval/models/vllm/vllm_model.py"]
+    assert exc.frames[-1].line == 407 and exc.frames[-1].code.startswith("for token, logprobs in zip(")
+    assert exc.user_frame.file == "/home/me/run_eval.py" and exc.user_frame.line == 12

@@ -185,6 +185,10 @@ _IPY_FRAME = re.compile(r"^(?:File (?P<file>[^\s\"][^,]*?):(?P<line>\d+), in (?P
 # "/tmp/ipykernel_36/2291774410.py in <cell line: 0>()", "<ipython-input-5-1a2b> in <module>"; no line number
 _IPY7_FRAME = re.compile(r"^(?P<file>(?:/|~|[A-Za-z]:\\)[^\s\"]*?\.py|<ipython-input-[\w-]+>) in (?P<func>[\w.]+|<[\w :]+>)(?:\(|\s*$)")
 _IPY_SOURCE = re.compile(r"^-*> ?\d+ ")
+# rich's traceback panel (typer / lighteval / accelerate CLIs): frames "│ /x/site-packages/y.py:144 in f   │" (a long
+# function name wraps to the next row), source rows "│ ❱ 144 │   code   │", borders "╭─ Traceback ... ─╮" / "╰──╯"
+_RICH_FRAME = re.compile(r"^│ (?P<file>(?:/|~|[A-Za-z]:\\|\.{1,2}[/\\])[^\s\"│]*?\.py):(?P<line>\d+) in ?(?P<func>[\w.<>]*)\s*│?\s*$")
+_RICH_SOURCE = re.compile(r"^│\s*❱\s*\d+\s*(?P<code>.*?)\s*│?\s*$")
 # pytest's report of a failed test or collection error: a section header "____ test_x ____" ("____ ERROR collecting
 # tests/x.py ____"), frames "tests/x.py:34: in test_x" (--tb=short) or a location line "tests/x.py:34: " /
 # "pkg/y.py:12: RuntimeError" under the source (--tb=long), and the exception on a line that starts with "E   "
@@ -355,6 +359,14 @@ class TracebackParser:
             return
         if line_no - tb.last_frame_line > self.MAX_GAP:
             del self._open[key]
+            return
+        if text[:1] in "│╭╰":       # a rich traceback panel: its frames, the current source row, borders and the rest
+            rm = _RICH_FRAME.match(text)
+            if rm is not None and len(tb.frames) < self.MAX_FRAMES:
+                tb.frames.append(Frame(file=rm["file"], line=int(rm["line"]), function=rm["func"] or "?"))
+            elif tb.frames and not tb.frames[-1].code and (sm := _RICH_SOURCE.match(text)) is not None:
+                tb.frames[-1].code = sm["code"].replace("│", " ").strip()[:300]
+            tb.last_frame_line = line_no
             return
         m = _FRAME.match(text) or _IPY_FRAME.match(text) or _IPY7_FRAME.match(text)
         if m is None and tb.pytest:
