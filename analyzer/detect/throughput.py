@@ -12,6 +12,8 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
                     (`0, NVIDIA A800-SXM4-80GB, 0 %, 52311 MiB` with text columns between)
   nvidia-smi dmon   its `sm` column, rows grouped per interval (throughput_sources.py)
+  a monitor         one reading without a GPU index: `[GPUMonitorCallback] step 6: gpu_util=17%`, `gpu_util_avg=9%`,
+                    a range read off a dashboard (`GPU util 3-8% during train step`: the upper end)
   one request       llama.cpp `eval time = ... tokens per second)`, Ollama `eval rate:`, FastChat `'speed (token/s)'`,
                     TGI `time_per_token="..."` (throughput_sources.py)
   npu-smi           chip rows `| 0  | 0000:C1:00.0  | 0   0    / 0   19120/ 65536  |` (AICore %, HBM MB)
@@ -40,7 +42,7 @@ from llmtriage.detect.phase import classify_bar, lr_postfix
 from llmtriage.detect.notebook_bar import notebook_sample
 from llmtriage.detect.throughput_serving import ServeSeries
 from llmtriage.detect.throughput_util import new_snapshot, search_unprefixed
-from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, dmon_snapshots,
+from llmtriage.detect.throughput_sources import (AGG_SRC, DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, dmon_snapshots,
                                                    decode_rate, loop_step_time, secs)
 from llmtriage.detect.throughput_columns import COLS_SRC, column_sample
 
@@ -54,7 +56,7 @@ TAIL = 512
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC + b"|" + COLS_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9] ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
-             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint|" + MON_ANCHOR)
+             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint|" + MON_ANCHOR + b"|" + AGG_SRC)
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
@@ -108,12 +110,12 @@ class _Rx(Lazy):
         # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
         return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"0000:", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
                                                              rb"KeyboardInterrupt", rb"enforce.eager", rb"aving",
-                                                             rb"Running training", rb"# gpu", rb"#Date"))]
+                                                             rb"Running training", rb"# gpu", rb"#Date", rb"gpu_util", rb"til "))]
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
                                                ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
-                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("mon", MON_SRC), ("stop", _STOP))}
+                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("mon", MON_SRC), ("agg", AGG_SRC), ("stop", _STOP))}
 
 
 _RX = _Rx()
@@ -322,6 +324,8 @@ class ThroughputTracker:
             row = (int(m.group(3)), int(m.group(4)), None, line)
         elif m := P["mon"].search(seg):     # a one-line monitor: GPU index and utilisation only
             row = (int(m.group(2)), None, None, line)
+        elif m := P["agg"].search(seg):     # a training callback's or a node monitor's one reading for all its GPUs
+            row = (int(m.group(1) or m.group(2)), None, None, line)
         else:
             return
         if line - self._snap_line > (4 if m.re is P["smi"] and self._snap_table else 3) or not self.snaps or new_snapshot(m, _SMI_CSV, MON_SRC, self._snap_stamp):

@@ -83,7 +83,7 @@ def judge(self: Any, train_start: Optional[int]) -> list[Anomaly]:
                     idle_util=f"{th.idle_util:g}")
         first_line = first_line or idle[0][0][3]
         last_line = max(last_line, idle[-1][-1][3])
-    elif low := underused(snaps, th, sum(1 for ln, _ in (series.values() if series else []) if snaps and ln < snaps[0][0][3])):
+    elif low := underused(snaps, th, sum(1 for ln, _ in (series.values() if series else []) if snaps and ln < snaps[-1][0][3])):
         # every GPU busy only a small share of the time, snapshot after snapshot: starved, not idle
         nums.update(low=len(low), snaps=len(snaps), low_util=f"{util_bound(low, th):g}")
         first_line = first_line or low[0][0][3]
