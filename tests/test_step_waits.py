@@ -150,3 +150,15 @@ def test_busy_gpu_whose_pcie_link_trained_down():
     busy = "".join(f"{g}, GeForce GTX 1080 Ti, 3, 3, 96 %\n" for g in range(2))
     hdr = "index, name, pcie.link.gen.current, pcie.link.gen.max, utilization.gpu [%]\n"
     assert _feed(hdr + idle + "Epoch: [0][   0/5005]\tTime 3.100\n" + hdr + busy).detect(None) == []
+
+
+def test_a_monitor_line_of_busy_gpus_at_low_power_is_read_like_the_table():
+    """A training script's own monitor prints utilisation and power per GPU on one line: four GPUs at 100% drawing
+    80 W of 300 W, snapshot after snapshot, wait in their collectives; the same GPUs at 280 W are computing."""
+    def mon(w: float) -> str:
+        return "[gpu-mon] 2023-03-15 21:04:10 " + " | ".join(f"gpu={g} util=100% mem=61234MiB power={w}W/300W" for g in range(4)) + "\n"
+    rec = "{'loss': 1.8, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+    [a] = _feed(rec + mon(81.2) + rec * 6 + mon(79.8)).detect(1)
+    assert a.numbers["spin_gpus"] == 4 and a.numbers["spin_w"] == 81 and a.numbers["spin_cap"] == 300 and a.numbers["spin_snaps"] == 2
+    assert _feed(rec + mon(281.2) + rec * 6 + mon(279.8)).detect(1) == []
+    assert _feed(rec + mon(81.2).replace(" | gpu=1", " ; gpu=1").split(" ; ")[0] + "\n").detect(1) == []   # one GPU

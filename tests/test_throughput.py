@@ -416,6 +416,31 @@ def test_every_gpu_at_low_utilisation_for_most_snapshots_is_an_error():
     assert _run(rec + _dmon([17, 18, 21], gpus=1) + rec, train_start=1)[1] == []          # too few to judge
 
 
+def test_one_reading_for_all_gpus_from_a_training_callback_or_a_node_monitor():
+    """`gpu_util=17%` (a Trainer callback) and `gpu_util_avg=9%` (a node monitor) carry no GPU index: each line is a
+    reading of the job's GPUs. Three readings in a row at 14-19% after the first steps are a starved run (an error);
+    the same readings at 85-95% are a busy one, and readings before any step are start-up."""
+    def bar(i: int) -> str:
+        return f"  0%|          | {i}/3250 [{4 * i:02d}:00<200:00:00, 240.00s/it]\n{{'loss': 1.5, 'grad_norm': 0.5, 'epoch': 0.001}}\n"
+    def run(utils: list[int]) -> str:
+        out = bar(2) + bar(3)
+        for k, u in enumerate(utils):
+            out += f"[GPUMonitorCallback] step {6 + 9 * k}: gpu_util={u}% mem_used=61.5GiB power=107.11 W\n" + bar(4 + 3 * k) + bar(5 + 3 * k) + bar(6 + 3 * k)
+        return out
+    t, [a] = _run(run([17, 19, 14]), train_start=2)
+    assert [s[0][0] for s in t.snaps] == [17, 19, 14]
+    assert a.severity == "error" and a.numbers["low"] == 3
+    assert _run(run([85, 95, 90]), train_start=2)[1] == []
+    node = "[monitor] node nid005312 gpu_util_avg=9% sm_active=0.09 host_cpu=98% dataloader_wait_frac=0.89\n"
+    t, _ = _run(node)
+    assert t.snaps == [[(9, None, None, 1)]]
+    # a range a user read off a dashboard: its upper end is the reading
+    gap = "{'loss': 1.5}\n" * 4
+    t, _ = _run("### ray dashboard, node 10.2.1.122: GPU util 3-8% during train step, NIC eth0 rx 11.73 MB/s\n" + gap
+                + "# nvidia-smi during rollout: GPU-Util 8-15%, NVLink busy\n" + gap + "# later: GPU util 85-100%\n")
+    assert [s[0][0] for s in t.snaps] == [8, 15, 100]
+
+
 def test_single_request_decode_rates_from_llama_cpp_ollama_fastchat_and_tgi():
     """One request's generation rate printed by llama.cpp, Ollama --verbose, FastChat's CLI and TGI's router;
     below 1 token/s more than once is an error (no GPU decodes an LLM that slowly), below 5 a warning, and

@@ -27,7 +27,8 @@ part that does the work and the part that waits:
                  idle most of the run while the host updates the weights) at `OFFLOAD_MIN_MS` or more. With gradient
                  accumulation the micro-step lines show the step on one micro-step in k: their median stays low, so
                  they can only err toward silence.
-  power          nvidia-smi tables taken during training: every GPU of a multi-GPU job at `BUSY_UTIL`% or more
+  power          nvidia-smi tables taken during training (or a monitor's line of readings, `gpu=0 util=100%
+                 mem=61234MiB power=81.2W/300W | gpu=1 ...`): every GPU of a multi-GPU job at `BUSY_UTIL`% or more
                  while drawing at most `POWER_SHARE` of its power cap. A kernel occupies the GPU but does no math:
                  NCCL kernels spinning while they wait for a slow or misconfigured network (the volatile
                  utilisation counts a waiting kernel as busy). A training step's matrix work draws well over half.
@@ -62,7 +63,7 @@ POWER_SHARE = 0.3
 PCIE_BUSY = 50
 KEEP = 4096
 
-_GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\|"
+_GATE = re.compile(rb"data_s:|data_time: |\s data: [0-9]|\bData +[0-9]|train_dataloader_next|\| step: [0-9]|W\s*/\s*[0-9]+W\s*\||[Pp]ower\s*[=:]\s*[0-9.]+ ?W ?/"
                    rb"|\bdata(?:[ _]time)?[ :=]+[0-9.]+ ?s\b|\][ \t]+[0-9.]+\+[0-9.]+s\s*$|\| batch[ -]generator: [0-9]|\| step_microstep: [0-9]"
                    rb"|\bData \(t\)")
 # what every `_GATE` match holds (`data` is in data_s / data_time / data: / train_dataloader_next; `[0-9]W` in the
@@ -97,6 +98,8 @@ _TIMER_FIELD = re.compile(rb"\|\s*([A-Za-z][A-Za-z0-9 _/-]*?):\s*([0-9]+(?:\.[0-
 _PCIE_HEAD = re.compile(rb"((?:[a-z_.]+(?: \[[^\]]*\])?,\s*)*pcie\.link\.gen\.current(?: \[[^\]]*\])?(?:,\s*[a-z_.]+(?: \[[^\]]*\])?)*)")
 _PCIE_COLS = (b"pcie.link.gen.current", b"pcie.link.gen.max", b"utilization.gpu")
 _SMI = re.compile(rb"([0-9]+)W\s*/\s*([0-9]+)W\s*\|\s*[0-9]+MiB\s*/\s*[0-9]+MiB\s*\|\s*([0-9]+)%")
+# a monitor line's readings, one GPU or several a line: `gpu=0 util=100% mem=61234MiB power=81.2W/300W | gpu=1 util=100% ...`
+_MON_POWER = re.compile(rb"\b[Uu]til(?:ization)?\s*[=:]\s*([0-9]{1,3})%[^|\n]{0,80}?\b[Pp]ower\s*[=:]\s*([0-9]+(?:\.[0-9]+)?) ?W ?/ ?([0-9]+(?:\.[0-9]+)?) ?W")
 
 
 def timer_split(raw: bytes) -> Optional[tuple[float, float]]:
@@ -174,11 +177,14 @@ class StepWaitTracker:
                     into.append((ln, float(m.group(2)) + float(m.group(3)), float(m.group(4))))
                 continue
             m = _SMI.search(raw)
-            if m and int(m.group(2)) > 0 and len(self.power) < KEEP:
+            rows = [(int(m.group(1)), int(m.group(2)), int(m.group(3)))] if m else \
+                [(int(float(p.group(2))), int(float(p.group(3))), int(p.group(1))) for p in _MON_POWER.finditer(raw)]
+            rows = [r for r in rows if r[1] > 0]
+            if rows and len(self.power) < KEEP:
                 if ln - last_power > 4 or not self.power:
                     self.power.append([])
                 last_power = ln
-                self.power[-1].append((ln, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+                self.power[-1].extend((ln, w, cap, u) for w, cap, u in rows)
 
     def _pcie(self, lines: bytes, line_base: int) -> None:
         """nvidia-smi CSV query tables with the PCIe link columns: the header maps the columns, the rows after it

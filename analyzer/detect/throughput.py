@@ -12,6 +12,8 @@ Sources (one compiled bytes regex finds them in a block; tqdm bars are sampled, 
   nvidia-smi        table rows `51230MiB /  81920MiB |      0%` and CSV rows `0, 0 %, 52311 MiB`
                     (`0, NVIDIA A800-SXM4-80GB, 0 %, 52311 MiB` with text columns between)
   nvidia-smi dmon   its `sm` column, rows grouped per interval (throughput_sources.py)
+  a monitor         one reading without a GPU index: `[GPUMonitorCallback] step 6: gpu_util=17%`, `gpu_util_avg=9%`,
+                    a range read off a dashboard (`GPU util 3-8% during train step`: the upper end)
   one request       llama.cpp `eval time = ... tokens per second)`, Ollama `eval rate:`, FastChat `'speed (token/s)'`,
                     TGI `time_per_token="..."` (throughput_sources.py)
   npu-smi           chip rows `| 0  | 0000:C1:00.0  | 0   0    / 0   19120/ 65536  |` (AICore %, HBM MB)
@@ -24,7 +26,8 @@ generation dominating RL steps, checkpoint saves taking a large share of the run
 request. One finding gathers them. Severity (docs/METRICS.md, "When a slowdown is an error"): a warning, because the job
 did not fail; an error when the job was stopped from outside (time limit, interrupt) while slow, or
 when most snapshots taken during training show the GPUs idle (the job makes almost no use of them) or
-every GPU at low utilisation, or when one request decodes below 1 token/s.
+every GPU at low utilisation, or when one request decodes below 1 token/s. This module reads the lines; the
+judgement of what was read is throughput_judge.py.
 """
 from __future__ import annotations
 
@@ -33,15 +36,15 @@ from collections import Counter, deque
 from typing import Any, Optional
 
 from llmtriage.engine.fastre import Lazy, compile_bytes, raw_of, search_raw, spans
-from llmtriage.detect.metric_anomaly import Anomaly, fmt, median as _median
+from llmtriage.detect.metric_anomaly import Anomaly, median as _median
 from llmtriage.detect.metrics import THRESHOLDS, Thresholds
 from llmtriage.detect.phase import classify_bar, lr_postfix
 from llmtriage.detect.notebook_bar import notebook_sample
 from llmtriage.detect.throughput_serving import ServeSeries
-from llmtriage.detect.throughput_util import new_snapshot, periodic, search_unprefixed, underused, util_bound
-from llmtriage.detect.throughput_sources import (DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, climb, dmon_snapshots,
-                                                   decode_rate, loop_step_time, secs, short_rise)
-from llmtriage.detect.throughput_columns import COLS_SRC, column_sample, early_drop
+from llmtriage.detect.throughput_util import new_snapshot, search_unprefixed
+from llmtriage.detect.throughput_sources import (AGG_SRC, DECODE_SRC, LOOP_SRC, MON_ANCHOR, MON_SRC, Series, bar_total as _bar_total, dmon_snapshots,
+                                                   decode_rate, loop_step_time, secs)
+from llmtriage.detect.throughput_columns import COLS_SRC, column_sample
 
 BARS_PER_BLOCK = 24
 _STOP_KEYS = (b"DUE TO TIME LIMIT", b"^C", b"KeyboardInterrupt")
@@ -53,7 +56,7 @@ TAIL = 512
 _FREQ_SRC = (rb"s/it[\],]|it/s[\],]|elapsed time per iteration|SamplesPerSec=|timing_s/step:|timing/step['\x22]:|Avg generation throughput:"
              rb"|gen throughput \(token/s\):|samples/sec|tokens_per_second(?:_per_gpu)?[=:]|tps: |\| tps [0-9]|Tokens/sec |[0-9] Hz\b|step time: [0-9]|" + DECODE_SRC + b"|" + LOOP_SRC + b"|" + COLS_SRC)
 _RARE_SRC = (rb"MiB\s*/\s*[0-9]+MiB\s*\|\s*[0-9]+%|[0-9] ?%, +[0-9]+ ?MiB|0000:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9] +\||"
-             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint|" + MON_ANCHOR)
+             rb"#\s*(?:Date\s+Time\s+)?gpu\s|train_runtime|Running training|DUE TO TIME LIMIT|\^C|KeyboardInterrupt|enforce.eager|[Ss]aving (?:model )?checkpoint|" + MON_ANCHOR + b"|" + AGG_SRC)
 _ANCHOR_SRC = _FREQ_SRC + b"|" + _RARE_SRC
 FULL_ENTRIES = 2000
 SAMPLE_EVERY = 4
@@ -107,12 +110,12 @@ class _Rx(Lazy):
         # one literal each: RE2 skips to a literal's first byte (memchr), an alternation of them cannot
         return [(c, raw_of(c)) for c in map(compile_bytes, (rb"MiB", rb"0000:", rb"train_runtime", rb"TIME LIMIT", rb"\^C",
                                                              rb"KeyboardInterrupt", rb"enforce.eager", rb"aving",
-                                                             rb"Running training", rb"# gpu", rb"#Date"))]
+                                                             rb"Running training", rb"# gpu", rb"#Date", rb"gpu_util", rb"til "))]
 
     def _make_parts(self) -> Any:
         return {k: re.compile(v) for k, v in (("bar", _BAR), ("meg", _MEG), ("ds", _DS), ("rate", _RATE), ("verl", _VERL),
                                                ("gen", _VERL_GEN), ("save", _VERL_SAVE), ("stept", _STEPT), ("vllm", _VLLM), ("sgl", _SGL), ("smi", _SMI),
-                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("mon", MON_SRC), ("stop", _STOP))}
+                                               ("csv", _SMI_CSV), ("npu", _NPU_SMI), ("mon", MON_SRC), ("agg", AGG_SRC), ("stop", _STOP))}
 
 
 _RX = _Rx()
@@ -321,6 +324,8 @@ class ThroughputTracker:
             row = (int(m.group(3)), int(m.group(4)), None, line)
         elif m := P["mon"].search(seg):     # a one-line monitor: GPU index and utilisation only
             row = (int(m.group(2)), None, None, line)
+        elif m := P["agg"].search(seg):     # a training callback's or a node monitor's one reading for all its GPUs
+            row = (int(m.group(1) or m.group(2)), None, None, line)
         else:
             return
         if line - self._snap_line > (4 if m.re is P["smi"] and self._snap_table else 3) or not self.snaps or new_snapshot(m, _SMI_CSV, MON_SRC, self._snap_stamp):
@@ -345,156 +350,6 @@ class ThroughputTracker:
         d.update(self.speeds)
         return d
 
-    # ------------------------------------------------------------------ detection
     def detect(self, train_start: Optional[int]) -> list[Anomaly]:
-        th = self.th
-        nums: dict[str, Any] = {}
-        first_line = last_line = 0
-        strong = False
-        # the main step-time series: the source with most samples
-        src, series = max(self.steps.items(), key=lambda kv: kv[1].n, default=("", None))
-        if series is None and self.stop is not None and self.gen_open:
-            # no training steps: a generation run (vLLM's `Processed prompts` bar) stopped from outside before it
-            # finished, its time per prompt read as the step time (a bar that finishes slows down at its long tail)
-            src, series = "bar-gen", self.gen_bar
-        rate = src == "rate"    # read as a rate (samples or tokens per second): shown as one, not as seconds
-        if series is not None and (series.n >= th.rise_min_samples or short_rise(series.values(), th.rise_error)):
-            vals = series.values()
-            k = max(4, len(vals) // 4)
-            early, late = [v for _, v in vals[:k]], [v for _, v in vals[-k:]]
-            e, lt = _median(early), _median(late)
-            e = (early_drop(vals, th.rise_factor) if not src.startswith("bar") else None) or e   # slower from an early step on
-            if e > 0 and lt > th.rise_factor * e and vals[-k][0] >= vals[k - 1][0]:   # (\r redraws share a line)
-                # still slowing as the log ends (the late quarter's second half slower than its
-                # first): its median understates where the run is now, the last third of it tells
-                h = k // 2
-                now = _median(late[-max(3, k // 3):])
-                if _median(late[h:]) > _median(late[:h]) and now > lt:
-                    lt = now
-                if rate:
-                    nums.update(rate_from=fmt(1 / e), rate_to=fmt(1 / lt), rise=f"{lt / e:.1f}")
-                else:
-                    pre = "gen_" if src == "bar-gen" else ""
-                    nums.update({pre + "early": fmt(e), pre + "late": fmt(lt), "rise": f"{lt / e:.1f}"})
-                first_line, last_line = vals[-k][0], vals[-1][0]
-                # or a timer (not a tqdm rate, smoothed: any step change decays into a monotone run) slower at
-                # nearly every sample to the end (a leak, a loader re-reading a growing file): no plateau
-                ups = [b > a for (_, a), (_, b) in zip(vals, vals[1:])] if not src.startswith("bar") else []
-                strong = lt >= th.rise_error * e or (len(ups) >= 8 and sum(ups) >= 0.8 * len(ups) and all(ups[-3:]))
-                if self.reruns:
-                    nums["runs"] = str(self.reruns + 1)
-            climb = None if rate or "rise" in nums else self._climb(vals)
-            if climb is not None:
-                i, j, med = climb
-                nums.update(climb_from=fmt(vals[i][1]), climb_to=fmt(vals[j][1]), climb_n=j - i + 1,
-                            climb=f"{vals[j][1] / med:.1f}")
-                first_line, last_line = vals[i][0], vals[j][0]
-                # still climbing at the last record: the run is degrading as the log ends
-                strong = j == len(vals) - 1 and vals[j][1] >= th.rise_error * med
-            per = periodic(vals, self.saves, self.th)
-            if per is not None:
-                if rate:
-                    nums.update(period=per[0], rate_low=fmt(1 / per[1]), rate_med=fmt(1 / per[2]), pipeline=True)
-                else:
-                    nums.update(period=per[0], long=fmt(per[1]), median=fmt(per[2]), pipeline=True)
-                first_line = first_line or vals[0][0]
-                last_line = last_line or vals[-1][0]
-                # the stalls take as long as all the steps between them (the bar of checkpoint saves, save_error)
-                strong = strong or per[1] >= th.save_error * (per[1] + (per[0] - 1) * per[2])
-        # nvidia-smi snapshots taken while training ran (after its first record or step sample, before it finished)
-        train_start = train_start if train_start is not None else min((s.head[0][0] for s in self.steps.values() if s.head), default=None)
-        snaps = [s for s in self.snaps if s and train_start is not None and s[0][3] > train_start
-                 and not (self.finished_line and s[0][3] > self.finished_line)]
-        def n_idle(s: list[tuple[int, Optional[int], Optional[int], int]]) -> int:
-            return sum(1 for r in s if r[0] <= th.idle_util)
-
-        idle = [s for s in snaps if n_idle(s) >= th.idle_gpus * len(s)]
-        if snaps and len(idle) * 2 >= len(snaps):
-            worst = max(idle, key=n_idle)
-            nums.update(idle=len(idle), snaps=len(snaps), idle_gpus=f"{n_idle(worst)}/{len(worst)}",
-                        idle_util=f"{th.idle_util:g}")
-            first_line = first_line or idle[0][0][3]
-            last_line = max(last_line, idle[-1][-1][3])
-        elif low := underused(snaps, th, sum(1 for ln, _ in (series.values() if series else []) if snaps and ln < snaps[0][0][3])):
-            # every GPU busy only a small share of the time, snapshot after snapshot: starved, not idle
-            nums.update(low=len(low), snaps=len(snaps), low_util=f"{util_bound(low, th):g}")
-            first_line = first_line or low[0][0][3]
-            last_line = max(last_line, low[-1][-1][3])
-        elif idle and len(snaps) >= 3 and len(idle) * 5 >= len(snaps):
-            # busy snapshots with idle ones in between: utilisation drops to 0% periodically (input pipeline);
-            # one dip among many busy readings (`-l 1` sampling a step boundary) is not a pattern
-            nums.update(pipeline=True, idle_some=len(idle), snaps=len(snaps))
-        full = [s for s in snaps if all(r[2] for r in s)]
-        if full and all(r[1] < th.mem_low * r[2] and r[0] < 90 for s in full for r in s):   # type: ignore[operator]
-            used = max(r[1] for s in full for r in s)
-            total = max(r[2] for s in full for r in s)   # type: ignore[type-var]
-            nums.update(mem_pct=f"{100 * used / total:.0f}", mem_total=total)
-            first_line = first_line or full[0][0][3]
-        # checkpoint saves whose time is a large share of the whole run's (verl's timing_s/save_checkpoint): each save
-        # step is slow by design, but together they can make the run several times slower than its training steps
-        saved, total, s_first, s_last = self.save_time
-        if total > 0 and saved >= th.save_share * total:
-            nums.update(save_pct=f"{100 * saved / total:.0f}", save_s=f"{saved:.0f}", total_s=f"{total:.0f}")
-            first_line, last_line = first_line or s_first, max(last_line, s_last)
-            strong = strong or saved >= th.save_error * total
-        gen_pct = self._gen_share(series)
-        if gen_pct is not None:
-            nums.update(gen_pct=f"{100 * gen_pct[0]:.0f}", gen=fmt(gen_pct[1]), step=fmt(gen_pct[2]))
-        if self.decode:
-            d = _median([x for x, _ in self.decode])
-            if d < th.decode_min:
-                nums.update(decode=fmt(d), reqs=max(r for _, r in self.decode))
-            if len(self.decode) >= th.rise_min_samples:
-                # decoding per running request fell and stayed down (KV-cache pressure, retraction, swapping), and the
-                # engine's total rate with it: batching more requests divides each one's rate, not the engine's
-                rates, tot = [x for x, _ in self.decode], [x * n for x, n in self.decode]
-                e, lt = _median(rates[:(k := max(4, len(rates) // 4))]), _median(rates[-k:])
-                if lt > 0 and e > th.rise_factor * lt and _median(tot[-k:]) < _median(tot[:k]):
-                    nums.update(decode_from=fmt(e), decode_to=fmt(lt), drop=f"{e / lt:.1f}")
-                    strong = strong or e >= th.rise_error * lt
-            if "decode" in nums or "drop" in nums:     # the decode lines are the evidence
-                first_line = first_line or self.decode_lines[0]
-                last_line = max(last_line, self.decode_lines[1])
-        if st := self.serve.detect():      # a server stalled or collapsed with requests waiting
-            nums.update(st[0])
-            first_line, last_line, strong = first_line or st[1], max(last_line, st[2]), strong or st[3]
-        if not nums:
-            return []
-        if self.eager:
-            nums["eager"] = True
-        idle_err = "idle" in nums or "low" in nums
-        # decoding slower than any GPU or NPU decodes an LLM, read more than once: the service is unusable
-        # (0 tokens/s with requests running is a stall, not slowness: what hung the engine is the cause)
-        crawl = "decode" in nums and len(self.decode) >= 2 and 0 < _median([x for x, _ in self.decode]) < th.decode_error
-        if self.stop is not None:
-            nums["stop"] = self.stop[0]
-            last_line = max(last_line, self.stop[1])
-        if self.gen:
-            nums["rollout"] = True      # the run generates rollouts: idle GPUs wait for generation
-            nums.pop("pipeline", None)
-        elif idle_err:
-            nums["pipeline"] = True
-        # a slowdown by rise_factor that a second, independent reading confirms (GPUs idle in some snapshots, or
-        # periodic long steps: the input pipeline stalls) is as strong as one by rise_error
-        strong = strong or ("rise" in nums and ("idle_some" in nums or "period" in nums))
-        # a strong slowdown in a run that did not finish: the job is degrading as the log ends
-        sev = "error" if (idle_err or crawl or self.stop is not None or (strong and not self.finished_line)) else "warning"
-        line = first_line or last_line or self.last_entry_line or 1    # (a generation share has no line of its own)
-        # stopped from outside while slow: the slowdown explains why the time ran out, so it ranks above
-        # the scheduler's cancellation (priority 22) but below signature causes
-        prio = 40 if self.stop is not None else None
-        return [Anomaly("throughput", "throughput-low", sev, line, max(line, last_line), None, 1, nums, prio)]
-
-    def _climb(self, vals: list[tuple[int, float]]) -> Optional[tuple[int, int, float]]:
-        return climb(vals, self.th.climb_factor)
-
-    def _gen_share(self, series: Optional[Series]) -> Optional[tuple[float, float, float]]:
-        if self.gen_step:
-            g, s = _median(list(self.gen)[-len(self.gen_step):]), _median(list(self.gen_step))
-        elif self.gen and series is not None and series.n:
-            g, s = _median(self.gen), _median([v for _, v in series.values()])
-        else:
-            return None
-        if s <= 0 or not self.th.gen_share <= g / s <= 1.5:   # (far longer than a step: a phase's total, not a step's share)
-            return None
-        return min(g / s, 1.0), g, s
+        from llmtriage.detect.throughput_judge import judge   # (the judgement lives apart: throughput_judge.py)
+        return judge(self, train_start)

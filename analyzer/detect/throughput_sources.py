@@ -60,6 +60,11 @@ _UNIT = {b"ms": 1e-3, b"us": 1e-6, b"s": 1.0}
 # mem=9.8GiB/23.0GiB", "[nvidia-smi] GPU0 RTX 3090 util 23%", "GPU 1: utilization: 97 %" - the GPU index, then
 # (within 60 characters, no other percentage between) the utilisation. A snapshot row like nvidia-smi's.
 MON_SRC = rb"\bGPU ?#?([0-9]{1,2})\b[^\n%|]{0,60}?\b(?:[Uu]til(?:ization|isation)?|GPU-Util)\s*[=:]?\s*([0-9]{1,3}) ?%"
+# one reading for a process's or a node's GPUs, no index: `[GPUMonitorCallback] step 6: gpu_util=17% mem_used=61.5GiB`,
+# `[monitor] node nid005312 gpu_util_avg=9% sm_active=0.09`, or the range a user read off nvidia-smi or a dashboard
+# (`GPU-Util 8-15%`, `GPU util 3-8% during train step`: its upper end is the reading)
+AGG_SRC = (rb"\bgpu_util(?:_avg)?\s*[=:]\s*([0-9]{1,3})(?:\.[0-9]+)? ?%"
+           rb"|\bGPU[- _]?[Uu]til(?:ization|isation)?:?\s+[0-9]{1,3}\s*-\s*([0-9]{1,3}) ?%")
 MON_ANCHOR = rb"\b[Uu]til(?:ization|isation)?\s*[=:]?\s*[0-9]{1,3} ?%"
 
 

@@ -37,8 +37,9 @@ def underused(snaps: list[Snap], th: Thresholds, steps_before: int = 0) -> list[
         # low_util, some above it, but none is busy
         peaks = [max(r[0] for r in s) for s in snaps]
         return snaps if max(peaks) <= th.low_ceiling else []
-    # a lone reading or two: every GPU at or below low_ceiling (a steady training step keeps a GPU busy well over
-    # half of the sample period; 31% or 38% on the only snapshot a user pasted is the same starved GPU as 30%)
+    # a lone reading or a few: every GPU at or below low_ceiling (a steady training step keeps a GPU busy well over
+    # half of the sample period; 31% or 38% on the only snapshot a user pasted is the same starved GPU as 30%), the
+    # last one taken after `steps_before` training records (past the warm-up)
     if snaps and all(r[0] <= th.low_ceiling for s in snaps for r in s) and steps_before >= LOW_MIN_STEPS:
         return snaps
     return []
