@@ -31,7 +31,8 @@ def after_death(findings: list[Finding], death: Optional[dict[str, Any]], lang: 
                   and f.line <= cut]
     if not recognised:
         return
-    pasted = pasted_after(scanner, cut) if spec.get("exempt_pasted") else None
+    # (a command that prints earlier output may follow the death line at once, inside the margin)
+    pasted = pasted_after(scanner, death["line"]) if spec.get("exempt_pasted") else None
     for f in findings:
         if (f.severity == "error" and f.rule_id != "unknown" and f.line > cut and f.role == "cause"
                 and f.category not in spec.get("exempt_categories", ()) and (pasted is None or f.line < pasted)):
