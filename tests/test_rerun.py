@@ -138,3 +138,38 @@ def test_a_rerun_that_dies_of_the_same_error_keeps_it_the_error_to_fix():
     rep = llmtriage.analyze(_twice("KeyError: 'input_ids'").encode())
     (first,) = [f for f in rep.findings if "subscriptable" in (f.evidence or "")]
     assert first.severity == "warning" and first.judgement["context"] == "earlier-run"
+
+
+def test_an_error_line_without_a_traceback_is_history_once_the_prompt_came_back():
+    """The first run printed only a logged error (no traceback, no death) and the prompt came back; the user
+    changed a package and typed the command again, which died: the later death is the failure now."""
+    first = (PROMPT + "trtllm-serve ./model --backend pytorch\n"
+             "[03/18/2026-14:02:12] [TRT-LLM] [E] Failed to load model config from ./model: The checkpoint you are "
+             "trying to load has model type `qwen3_5` but Transformers does not recognize this architecture.\n")
+    fix = PROMPT + 'pip install -U "transformers>=5.2"\n'
+    second = (PROMPT + "trtllm-serve ./model --backend pytorch\n"
+              "Traceback (most recent call last):\n"
+              '  File "/usr/local/bin/trtllm-serve", line 5, in <module>\n'
+              "    from tensorrt_llm.commands.serve import main\n"
+              "ImportError: cannot import name 'AutoModelForVision2Seq' from 'transformers' "
+              "(/usr/local/lib/python3.12/dist-packages/transformers/__init__.py)\n")
+    rep = llmtriage.analyze(first + fix + second)
+    errs = [f for f in rep.findings if f.severity == "error"]
+    assert rep.extra["death"]["line"] == 8
+    assert errs and all(f.line > 4 for f in errs)
+    assert any(f.judgement and f.judgement.get("context") == "earlier-run" for f in rep.findings if f.line == 2)
+
+
+def test_a_command_typed_once_keeps_its_earlier_error():
+    """Without the command typed again, an earlier logged error is not made history by a later death."""
+    first = (PROMPT + "trtllm-serve ./model --backend pytorch\n"
+             "[03/18/2026-14:02:12] [TRT-LLM] [E] Failed to load model config from ./model: The checkpoint you are "
+             "trying to load has model type `qwen3_5` but Transformers does not recognize this architecture.\n")
+    second = (PROMPT + "python other.py\n"
+              "Traceback (most recent call last):\n"
+              '  File "/home/ana/proj/other.py", line 5, in <module>\n'
+              "    import foo\n"
+              "ModuleNotFoundError: No module named 'foo'\n")
+    rep = llmtriage.analyze(first + second)
+    assert not rep.extra["death"].get("rerun")
+    assert any(f.line == 2 and f.severity == "error" for f in rep.findings)

@@ -42,8 +42,9 @@ def _node(node_arg, command: str) -> Optional[str]:
 
 
 def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
-    """The line of the last command typed again after a death of its earlier run, with a death after it
-    (0: none). `deaths`: (line, name, text) of the deaths the status weighs."""
+    """The line of the last command typed again after a death of its earlier run (or, both typed at a full
+    shell prompt, after that run ended), with a death after it (0: none). `deaths`: (line, name, text) of the
+    deaths the status weighs."""
     spec = verdict_spec().get("rerun")
     if not spec or not deaths:
         return 0
@@ -52,7 +53,8 @@ def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
     first_seen: dict[str, int] = {}
     first_node: dict[str, Optional[str]] = {}
     best = 0
-    for line, _, text in sorted(scanner.hits.get("rerun", ())):
+    first_typed: dict[str, bool] = {}
+    for line, name, text in sorted(scanner.hits.get("rerun", ())):
         hit = compiled(spec["command"]).search(text)
         cmd = (hit.group("cmd") if hit else "").strip()
         key = _key(cmd)
@@ -61,9 +63,13 @@ def last_rerun(scanner: Scanner, deaths: list[tuple[int, str, str]]) -> int:
         node = _node(node_arg, cmd)
         earlier = first_seen.setdefault(key, line)
         first_node.setdefault(key, node)
+        typed = first_typed.setdefault(key, name == "shell-command") and name == "shell-command"
         if node is not None and first_node[key] is not None and node != first_node[key]:
             continue                                    # another node of the same job, not a rerun
-        if earlier < line and any(earlier < d[0] < line for d in deaths) and any(d[0] > line for d in deaths):
+        # the earlier run ended: a death of it, or (both typed at a full shell prompt) the prompt that came back
+        # for the second command (its error, an `[E]` line with no traceback, is history too)
+        ended = typed or any(earlier < d[0] < line for d in deaths)
+        if earlier < line and ended and any(d[0] > line for d in deaths):
             best = line
     return best
 
