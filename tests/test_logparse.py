@@ -28,6 +28,11 @@ def test_prefixes_are_recognised():
     p = split_prefix('sglang-gemma-1  |   File "x.py", line 1, in y')
     assert (p.host, p.text) == ("sglang-gemma-1", '  File "x.py", line 1, in y')
     assert split_prefix("| step 20 | loss 3.1 |").host is None
+    # torch_xla's xla_dist "<time> <worker ip> [<ordinal>] ": the host and the ordinal, the frame's indent kept
+    p = split_prefix('2020-10-22 02:48:58 10.128.0.33 [3]   File "/x/train.py", line 3, in <module>')
+    assert (p.host, p.rank, p.text) == ("10.128.0.33", 3, '  File "/x/train.py", line 3, in <module>')
+    assert split_prefix("10.0.0.1 [2] RuntimeError: Resource exhausted: x").text.startswith("RuntimeError")
+    assert split_prefix("version 1.2.3.4 [1] released").host is None
 
 
 def test_normalise_ansi_and_progress_bars():

@@ -173,3 +173,20 @@ def test_a_command_typed_once_keeps_its_earlier_error():
     rep = llmtriage.analyze(first + second)
     assert not rep.extra["death"].get("rerun")
     assert any(f.line == 2 and f.severity == "error" for f in rep.findings)
+
+
+def test_a_reproduction_failing_the_same_way_confirms_the_earlier_failure():
+    """torchrun's record of a SIGSEGV, then the user's one-line reproduction segfaulting too: the first failure is
+    confirmed (still an error), not pushed down as an earlier run's history."""
+    prompt = "[u@n017 proj]$ "
+    log = (prompt + "apptainer exec --rocm t.sif torchrun --nproc_per_node=2 train.py\n"
+           "E1211 14:22:19.772000 22 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: -11) "
+           "local_rank: 0 (pid: 68) of binary: /opt/venv/bin/python3\n"
+           + prompt + "apptainer exec --rocm t.sif python3 -c \"import torch; torch.ones(4, device='cuda')\"\n"
+           "Segmentation fault (core dumped)\n"
+           + prompt + "apptainer exec --rocm t.sif python3 -X faulthandler -c \"import torch; torch.ones(4, device='cuda')\"\n"
+           "Fatal Python error: Segmentation fault\n"
+           "Segmentation fault (core dumped)\n")
+    rep = llmtriage.analyze(log.encode())
+    first = next(f for f in rep.findings if f.line == 2 and f.category == "native-crash")
+    assert first.severity == "error" and first.judgement is None

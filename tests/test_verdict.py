@@ -234,6 +234,25 @@ def test_warning_cause_of_the_same_process_beats_an_unmatched_exception():
     assert [f.rule_id for f in errors(rep)][1] == "unknown"
 
 
+def test_a_length_warning_explains_only_deaths_a_long_input_can_cause():
+    warn = ("Token indices sequence length is longer than the specified maximum sequence length for this model "
+            "(2374 > 2048). Running this sequence through the model will result in indexing errors\n")
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/home/u/quant.py", line 31, in <module>\n'
+          "    model.quantize(tokenizer)\n"
+          '  File "/opt/venv/lib/python3.10/site-packages/transformers/models/gpt_neox/modeling_gpt_neox.py", line 326, in forward\n'
+          "    self.cos_cached[:seq_len],\n")
+    # a TypeError raised inside a library is no consequence of a long input: the warning stays a warning
+    rep = run(warn + tb + "TypeError: slice indices must be integers or None or have an __index__ method\n")
+    seq = next(f for f in rep.findings if f.category == "seq-too-long" and f.rule_id != "unknown")
+    assert seq.severity == "warning" and seq.judgement is None
+    assert errors(rep)[0].rule_id == "unknown" and errors(rep)[0].category != "seq-too-long"
+    # an index error is what a too-long input causes: the warning explains it
+    rep = run(warn + tb + "IndexError: tuple index out of range\n")
+    top = errors(rep)[0]
+    assert top.category == "seq-too-long" and top.judgement["context"] == "explains-death"
+
+
 def test_death_report_exception_is_a_symptom_of_an_earlier_signature():
     rep = llmtriage.analyze(FIX / "nccl-timeout" / "verl-actor-died-after-watchdog.log")
     assert errors(rep)[0].category == "nccl-timeout"
@@ -1322,9 +1341,12 @@ def test_what_a_resume_reports_it_did_not_restore_is_not_survived_by_that_resume
     assert rep.extra["action"] == "fix"
 
 
+_LONG = ("Token indices sequence length is longer than the specified maximum sequence length for this model (8322 > 4096). "
+         "Running this sequence through the model will result in indexing errors")
+_DISK = ("UserWarning: Not enough free disk space to download the file. The expected file size is: 4943.16 MB. The target "
+         "location /root/.cache/huggingface/hub/models--Qwen--Qwen2-7B/blobs only has 1823.39 MB free disk space.")
 _LONG_THEN = (
-    "Token indices sequence length is longer than the specified maximum sequence length for this model (8322 > 4096). "
-    "Running this sequence through the model will result in indexing errors\n"
+    "{warning}\n"
     "Traceback (most recent call last):\n"
     '  File "/w/run.py", line 14, in <module>\n'
     "    runner.step(batch)\n"
@@ -1333,15 +1355,20 @@ _LONG_THEN = (
     "{death}\n")
 
 
-@pytest.mark.parametrize("death, promoted", [
-    ("RuntimeError: stage runner failed", True),                              # a death the long input may explain
-    ("AttributeError: 'NoneType' object has no attribute 'pipe'", True),      # an object an earlier failure left None
-    ("AttributeError: 'StageRunner' object has no attribute 'pipe'", False),  # code and library disagree: no input does that
-    ("NameError: name 'pipe' is not defined", False),
+@pytest.mark.parametrize("warning, rule, death, promoted", [
+    (_DISK, "hf-not-enough-disk-space-warning", "RuntimeError: stage runner failed", True),   # a death the warning may explain
+    # an object an earlier failure left None
+    (_DISK, "hf-not-enough-disk-space-warning", "AttributeError: 'NoneType' object has no attribute 'pipe'", True),
+    # code and library disagree: no runtime condition does that
+    (_DISK, "hf-not-enough-disk-space-warning", "AttributeError: 'StageRunner' object has no attribute 'pipe'", False),
+    (_DISK, "hf-not-enough-disk-space-warning", "NameError: name 'pipe' is not defined", False),
+    # a long input explains only the index, size and length errors it causes (`explains_death_only`)
+    (_LONG, "tokenizer-seq-longer-than-max", "RuntimeError: stage runner failed", False),
+    (_LONG, "tokenizer-seq-longer-than-max", "RuntimeError: index 8322 is out of bounds for dimension 0 with size 4096", True),
 ])
-def test_a_warning_cause_never_explains_a_death_no_runtime_condition_causes(death, promoted):
-    top = llmtriage.analyze(_LONG_THEN.format(death=death)).findings[0]
-    assert (top.rule_id == "tokenizer-seq-longer-than-max") is promoted, (top.rule_id, top.severity)
+def test_a_warning_cause_never_explains_a_death_no_runtime_condition_causes(warning, rule, death, promoted):
+    top = llmtriage.analyze(_LONG_THEN.format(warning=warning, death=death)).findings[0]
+    assert (top.rule_id == rule) is promoted, (top.rule_id, top.severity)
     assert top.severity == "error"
 
 
@@ -1368,7 +1395,7 @@ def test_a_bare_assertion_is_read_by_what_it_asserted(code, promoted, category):
     """A bare AssertionError says nothing but its innermost frame's source line: that line's words place it
     in a family (lmdeploy's AWQ smoothing `assert torch.isnan(p).sum() == 0` is a NaN), and only a cause of
     that family may explain it."""
-    text = _LONG_THEN.format(death="").rstrip("\n").rsplit("\n", 1)[0] + f"\n    {code}\nAssertionError\n"
+    text = _LONG_THEN.format(warning=_LONG, death="").rstrip("\n").rsplit("\n", 1)[0] + f"\n    {code}\nAssertionError\n"
     top = llmtriage.analyze(text).findings[0]
     assert (top.rule_id == "tokenizer-seq-longer-than-max") is promoted and top.category == category
     if not promoted:
@@ -1382,7 +1409,7 @@ def test_a_bare_assertion_is_read_by_what_it_asserted(code, promoted, category):
 def test_an_assertion_that_only_dumps_a_value_is_read_by_its_expression(message, family):
     """`assert torch.isfinite(out).all(), out` prints the tensor as its message: no words, so its
     expression names the family (a NaN), and the long-input warning before it does not explain it."""
-    text = (_LONG_THEN.format(death="").rstrip("\n").rsplit("\n", 1)[0]
+    text = (_LONG_THEN.format(warning=_LONG, death="").rstrip("\n").rsplit("\n", 1)[0]
             + f"\n    assert torch.isfinite(out).all(), out\nAssertionError: {message}\n")
     findings = llmtriage.analyze(text).findings
     top = findings[0]

@@ -78,13 +78,19 @@ def earlier_run(findings: list[Finding], rerun: int, death_line: int, lang: Opti
                 death_text: str = "") -> None:
     """Error findings of the runs before `rerun` (the last run died at `death_line`) become warnings, except
     one whose line is the very error the last run died of (`death_text`): the rerun met the same failure,
-    so it is still the one to fix (a repeat merged into the first run's finding keeps that finding's line)."""
+    so it is still the one to fix (a repeat merged into the first run's finding keeps that finding's line). So is
+    an earlier error of the category the last run died of (a one-line reproduction after torchrun's SIGSEGV record
+    that segfaults too): the rerun confirms the earlier failure, it does not replace it."""
     if not rerun or death_line <= rerun:
         return
     reason = verdict_spec()["rerun"]["reason"]
     same = " ".join(death_text.split())
+    confirmed = {f.category for f in findings if f.severity == "error" and f.role == "cause" and f.rule_id != "unknown"
+                 and (f.last_line or f.line) > rerun}
     for f in findings:
         if same and " ".join((f.evidence or "").split()) == same:
+            continue
+        if f.category in confirmed and f.role == "cause":
             continue
         if f.severity == "error" and (f.last_line or f.line) < rerun and not f.rule_id.startswith("metric-"):
             f.severity = "warning"

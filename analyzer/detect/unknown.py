@@ -8,7 +8,7 @@ from typing import Any, Optional
 from llmtriage.detect.capture import capture_shape
 from llmtriage.detect.family import family_of, scores, shape_cues
 from llmtriage.detect.inner_exception import inner_exception, inner_type
-from llmtriage.detect.spec import tr, verdict_spec
+from llmtriage.detect.spec import compiled as _rx, tr, verdict_spec
 from llmtriage.detect.startup_warning import startup_warning_shape
 from llmtriage.engine.logparse import is_benign
 from llmtriage.engine.redact import clip
@@ -66,8 +66,9 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         # the wrapper's own line is left out: it is the death itself, often a launcher's command line
         context = scanner.error_lines_around(w.line, int(spec["wrapper_after"]))
         got = family_of(context, extra=int(spec["wrapper_extra_weight"])) if context else None
-        if got is not None and got[0] != w.category and got[0] in taxonomy and not (
-                w.role != "cause" and got[0] in spec.get("not_for_exceptions", ())):   # (a launcher's words around it)
+        # (a launcher's words around it: its failure record only reports the death the wrapper already names,
+        # "exitcode: -11 ... Signal 11 (SIGSEGV) received by PID")
+        if got is not None and got[0] != w.category and got[0] in taxonomy and got[0] not in spec.get("not_for_exceptions", ()):
             u = death_unknown({"line": w.line, "name": w.rule_id, "evidence": w.evidence}, lang)
             _place(u, got, spec, lang, taxonomy)
             w.role = "symptom"
@@ -87,6 +88,7 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
         if got is None or got[0] in barred:   # an opaque headline: the error lines printed just before it (and after)
             context = scanner.error_lines_around(f.line, int(spec.get("exception_after", 0)))
             got = family_of(own + "\n" + context, shapes=shapes) if context else None
+            got = None if got is not None and not can_cause(got[0], f.evidence) else got
         if got is not None and got[0] in barred:
             got = None
         capture = capture_shape(scanner, f.line, f.evidence) if got is None else []
@@ -103,6 +105,13 @@ def name_families(findings: list[Finding], exceptions: list[ExceptionInfo], scan
             _place_nearest(f, None if near_to and near_to[0] in barred else near_to, near, lang, taxonomy)
         elif got[0] in taxonomy:
             _place(f, got, spec, lang, taxonomy)
+
+
+def can_cause(category: str, line: str) -> bool:
+    """Whether a warning of `category` printed before the exception `line` can be what raised it (rules/verdict.yaml
+    `explains_death_only`): a long sequence explains an index or size error, not a TypeError raised inside a library."""
+    only = verdict_spec().get("explains_death_only") or {}
+    return category not in only or bool(_rx(only[category]).search(line))
 
 
 # an assertion's message that is only a value (`assert cond, tensor`): "tensor([nan, nan, ...])", "[3, 4]", "-1.5"

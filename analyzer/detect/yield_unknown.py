@@ -5,13 +5,15 @@
 terminated with exit code 1") ranks as a symptom below an error signature of the same process before it; with none,
 a warning-level cause of an `explains_death` category before it (a long sequence, an OOM warning) is promoted to
 error as the death it explains, unless the death is one no runtime condition causes (a missing attribute of a real
-object, a NameError). `promote_covering`: the same promotion when only cascade symptoms are errors.
+object, a NameError) or one the warning's category cannot cause (`explains_death_only`: a long sequence explains an
+index or size error, not a TypeError raised inside a library). `promote_covering`: the same promotion when only cascade symptoms are errors.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 from llmtriage.detect.family import family_of
+from llmtriage.detect.unknown import can_cause
 from llmtriage.findings import Finding
 from llmtriage.detect.scanner import Scanner
 from llmtriage.detect.spec import compiled as _rx, tr, verdict_spec
@@ -40,7 +42,8 @@ def yield_unknown(findings: list[Finding], lang: Optional[str], scanner: Optiona
         fam = family_of(u.captures["asserted"]) if u.captures.get("asserted") else None
         causes = [f for f in earlier if explainable and f.severity == "warning" and f.role == "cause"
                   and (f.category in explains or f.rule_id in explains_rules)
-                  and (fam is None or f.category == fam[0])]
+                  and (fam is None or f.category == fam[0])
+                  and (report or can_cause(f.category, u.evidence))]
         if causes:
             best = max(causes, key=lambda f: (f.priority, f.line))
             best.judgement = {"context": "explains-death", "severity_was": "warning",

@@ -123,6 +123,7 @@ _PREFIX = re.compile(
       | (?P<host>[A-Za-z][A-Za-z0-9_.]*-[A-Za-z0-9_.-]*\d|[a-z][a-z_]*\d+):\s(?=\s{0,11}\S)   # pdsh/deepspeed "node-12: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?   # ISO time
       | \[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*                                   # [12:01:02]
+      | (?P<xip>\d{1,3}(?:\.\d{1,3}){3})\s\[(?P<xord>\d{1,4})\]\s(?=\s{0,11}\S)   # torch_xla xla_dist "10.128.0.33 [3] " (after its time)
       | \d{1,3}\.\d\d\.\d{3}\.\d{3}\s[DIWE]\s+(?:\[\d+\]\s)?                 # llama.cpp "0.44.011.931 I [49457] "
       | (?P<svc>[A-Za-z][\w.-]*[-_]\d{1,3})\s+\|\s?                            # docker compose "sglang-gemma-1  | "
       | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.]+:\d+\]\s*             # glog "I0501 12:00:00.123 123 x.cc:12]"
@@ -161,6 +162,8 @@ def split_prefix(line: str) -> Prefix:
             out.rank = int(g["prank"])
         elif g["host"] is not None and out.host is None:
             out.host = g["host"]
+        elif g["xip"] is not None and out.host is None:
+            out.host, out.rank = g["xip"], int(g["xord"]) if out.rank is None else out.rank
         elif g["svc"] is not None and out.host is None:
             out.host = g["svc"]
         rest = rest[m.end():]
