@@ -698,3 +698,18 @@ def test_the_verdict_places_a_module_level_builtin_generic_on_an_old_python():
     bug = text.replace("TypeTokenIDs = list[int]", "ids = token_types[i]")
     _, top = _top(bug)
     assert (top.rule_id, top.category) == ("unknown", "unknown")
+
+
+def test_a_rotary_shape_error_under_a_quantizers_layer_replay_is_a_release_pairing():
+    from llmtriage.detect.family import shape_cues
+    msg = "The size of tensor a (32) must match the size of tensor b (64) at non-singleton dimension 3"
+    tf = "/py/site-packages/transformers/models/llama/modeling_llama.py"
+    files = ["/py/site-packages/optimum/gptq/quantizer.py", "/py/site-packages/transformers/modeling_layers.py", tf]
+    calls = [f"{files[0]} quantize_model", f"{files[1]} __call__", f"{tf} apply_rotary_pos_emb"]
+    rope = "q_embed = (q * cos) + (rotate_half(q) * sin)"
+    assert "dependency-mismatch" in [s[0] for s in shape_cues("RuntimeError", msg, files, rope, calls)]
+    # the same words under the quantizer on another line (an MLP or a mask) say nothing about the pairing
+    assert "dependency-mismatch" not in [s[0] for s in shape_cues("RuntimeError", msg, files, "x = x + residual", calls)]
+    # rotary code run by a plain training step, no quantizer on the stack
+    plain = ["/repo/train.py main", f"{tf} apply_rotary_pos_emb"]
+    assert "dependency-mismatch" not in [s[0] for s in shape_cues("RuntimeError", msg, [tf], rope, plain)]
