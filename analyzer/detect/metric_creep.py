@@ -34,15 +34,10 @@ def loss_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
         return []
     if len(recs) < 4 * th.diverge_records:
         return []
-    i = min(range(len(recs)), key=lambda j: recs[j].loss)  # type: ignore[arg-type,return-value]
-    low, after = recs[i], recs[i:]
-    if len(after) < 3 * th.diverge_records or low.loss <= 0 or i < th.diverge_records:  # type: ignore[operator]
+    rise = _rising_after_low(recs, th.diverge_records, 3 * th.diverge_records, WINDOWS)
+    if rise is None:
         return []
-    size = len(after) // WINDOWS
-    meds = [_median([r.loss for r in after[k * size:(k + 1) * size]]) for k in range(WINDOWS)]  # type: ignore[misc]
-    meds[-1] = _median([r.loss for r in after[(WINDOWS - 1) * size:]])  # type: ignore[misc]
-    if any(b <= a for a, b in zip(meds, meds[1:])):
-        return []
+    low, after, meds = rise
     level = meds[-1]
     if level < LOSS_FACTOR * low.loss or level - low.loss < th.spike_abs:  # type: ignore[operator]
         return []
@@ -111,15 +106,10 @@ def pass_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
         return []
     if sum(r.grad_norm is not None for r in recs) < 0.9 * len(recs):
         return []
-    i = min(range(len(recs)), key=lambda j: recs[j].loss)  # type: ignore[arg-type,return-value]
-    low, after = recs[i], recs[i:]
-    if len(after) < 2 * th.diverge_records or low.loss <= 0 or i < th.diverge_records:  # type: ignore[operator]
+    rise = _rising_after_low(recs, th.diverge_records, 2 * th.diverge_records, PASS_WINDOWS)
+    if rise is None:
         return []
-    size = len(after) // PASS_WINDOWS
-    meds = [_median([r.loss for r in after[k * size:(k + 1) * size]]) for k in range(PASS_WINDOWS)]  # type: ignore[misc]
-    meds[-1] = _median([r.loss for r in after[(PASS_WINDOWS - 1) * size:]])  # type: ignore[misc]
-    if any(b <= a for a, b in zip(meds, meds[1:])):
-        return []
+    low, after, meds = rise
     level, start = meds[-1], _median([r.loss for r in recs[:th.diverge_records // 2]])  # type: ignore[misc]
     if level < PASS_FACTOR * low.loss:  # type: ignore[operator]
         return []
@@ -131,3 +121,19 @@ def pass_creep(t: MetricTracker, found: list[Anomaly]) -> list[Anomaly]:
         "low": fmt(low.loss), "low_at": low.at, "loss": fmt(level), "at": last.at, "records": len(after),
         "windows": PASS_WINDOWS, "factor": round(level / low.loss, 2), "start": fmt(start),  # type: ignore[operator]
         "share": share if share is not None and share <= 1000 else None})]
+
+
+def _rising_after_low(recs: list, before: int, after_min: int, windows: int) -> tuple | None:
+    """(lowest record, the records from it on, the medians of `windows` equal slices of those) when the lowest loss
+    comes after `before` records, at least `after_min` records follow it, and every slice's median is above the last;
+    else None."""
+    i = min(range(len(recs)), key=lambda j: recs[j].loss)
+    low, after = recs[i], recs[i:]
+    if len(after) < after_min or low.loss <= 0 or i < before:
+        return None
+    size = len(after) // windows
+    meds = [_median([r.loss for r in after[k * size:(k + 1) * size]]) for k in range(windows)]
+    meds[-1] = _median([r.loss for r in after[(windows - 1) * size:]])
+    if any(b <= a for a, b in zip(meds, meds[1:])):
+        return None
+    return low, after, meds
